@@ -1,0 +1,589 @@
+//! Exact token counting, identical to OpenAI's `tiktoken` `encode_ordinary`.
+//!
+//! Vocabularies come from `tiktoken-rs` (compiled into the crate, nothing downloaded) and are
+//! parsed once per process. Encoding and decoding use `tiktoken-rs` directly. Counting takes a
+//! faster path that gives the same numbers without materializing ids:
+//!
+//! 1. The text is split into pieces by the encoding's pattern compiled with the `regex` crate
+//!    instead of `fancy-regex`. The patterns' only lookaround, `\s+(?!\S)`, is rewritten as `\s+`
+//!    followed by a fix-up: a whitespace run of two or more characters followed by a non-space
+//!    character gives its last character to the next piece (exactly what the backtracking of
+//!    `\s+(?!\S)` does). The possessive quantifiers of the patterns never change what matches
+//!    there, so they are dropped.
+//! 2. A piece that is itself a token counts 1 (one hash lookup, the common case); otherwise the
+//!    byte-pair merges run on the piece and only the number of parts is kept.
+//!
+//! Differential tests hold the counts to Python `tiktoken` and to `tiktoken-rs`.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::LazyLock;
+
+use rayon::prelude::*;
+use regex::Regex;
+use rustc_hash::FxHashMap;
+use tiktoken_rs::{CoreBPE, Rank};
+
+use crate::{Error, Result};
+
+/// The byte-pair encodings with public vocabularies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// GPT-4, GPT-3.5-turbo, text-embedding-3-*.
+    Cl100kBase,
+    /// GPT-4o, GPT-4.1, GPT-5, o1/o3/o4.
+    O200kBase,
+    /// Codex and text-davinci-002/003.
+    P50kBase,
+    /// GPT-3 (davinci, curie, ...) and GPT-2.
+    R50kBase,
+}
+
+const PATTERN_GPT2: &str = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+$|\s+";
+const PATTERN_CL100K: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s+$|\s*[\r\n]|\s+";
+const PATTERN_O200K: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"|\p{N}{1,3}",
+    r"| ?[^\s\p{L}\p{N}]+[\r\n/]*",
+    r"|\s*[\r\n]+",
+    r"|\s+",
+);
+
+/// Exact model names, then name prefixes (dated and fine-tuned variants), as Python `tiktoken`
+/// maps them. Encodings that differ from a base one only by special tokens map to the base one,
+/// since ordinary text counts the same.
+const MODELS: &[(&str, Encoding)] = &[
+    ("o1", Encoding::O200kBase),
+    ("o3", Encoding::O200kBase),
+    ("o4-mini", Encoding::O200kBase),
+    ("gpt-5", Encoding::O200kBase),
+    ("gpt-4.1", Encoding::O200kBase),
+    ("gpt-4o", Encoding::O200kBase),
+    ("gpt-4", Encoding::Cl100kBase),
+    ("gpt-3.5-turbo", Encoding::Cl100kBase),
+    ("gpt-3.5", Encoding::Cl100kBase),
+    ("gpt-35-turbo", Encoding::Cl100kBase),
+    ("davinci-002", Encoding::Cl100kBase),
+    ("babbage-002", Encoding::Cl100kBase),
+    ("text-embedding-ada-002", Encoding::Cl100kBase),
+    ("text-embedding-3-small", Encoding::Cl100kBase),
+    ("text-embedding-3-large", Encoding::Cl100kBase),
+    ("text-davinci-003", Encoding::P50kBase),
+    ("text-davinci-002", Encoding::P50kBase),
+    ("text-davinci-001", Encoding::R50kBase),
+    ("text-curie-001", Encoding::R50kBase),
+    ("text-babbage-001", Encoding::R50kBase),
+    ("text-ada-001", Encoding::R50kBase),
+    ("davinci", Encoding::R50kBase),
+    ("curie", Encoding::R50kBase),
+    ("babbage", Encoding::R50kBase),
+    ("ada", Encoding::R50kBase),
+    ("code-davinci-002", Encoding::P50kBase),
+    ("code-davinci-001", Encoding::P50kBase),
+    ("code-cushman-002", Encoding::P50kBase),
+    ("code-cushman-001", Encoding::P50kBase),
+    ("davinci-codex", Encoding::P50kBase),
+    ("cushman-codex", Encoding::P50kBase),
+    ("text-davinci-edit-001", Encoding::P50kBase),
+    ("code-davinci-edit-001", Encoding::P50kBase),
+    ("gpt2", Encoding::R50kBase),
+    ("gpt-2", Encoding::R50kBase),
+];
+
+const MODEL_PREFIXES: &[(&str, Encoding)] = &[
+    ("o1-", Encoding::O200kBase),
+    ("o3-", Encoding::O200kBase),
+    ("o4-mini-", Encoding::O200kBase),
+    ("gpt-5", Encoding::O200kBase),
+    ("gpt-4.5-", Encoding::O200kBase),
+    ("gpt-4.1-", Encoding::O200kBase),
+    ("chatgpt-4o-", Encoding::O200kBase),
+    ("gpt-4o-", Encoding::O200kBase),
+    ("gpt-4-", Encoding::Cl100kBase),
+    ("gpt-3.5-turbo-", Encoding::Cl100kBase),
+    ("gpt-35-turbo-", Encoding::Cl100kBase),
+    ("gpt-oss-", Encoding::O200kBase),
+    ("ft:gpt-4o", Encoding::O200kBase),
+    ("ft:gpt-4", Encoding::Cl100kBase),
+    ("ft:gpt-3.5-turbo", Encoding::Cl100kBase),
+    ("ft:davinci-002", Encoding::Cl100kBase),
+    ("ft:babbage-002", Encoding::Cl100kBase),
+];
+
+impl Encoding {
+    /// Every supported encoding.
+    pub const ALL: [Encoding; 4] = [
+        Encoding::Cl100kBase,
+        Encoding::O200kBase,
+        Encoding::P50kBase,
+        Encoding::R50kBase,
+    ];
+
+    /// The encoding's name as `tiktoken` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Cl100kBase => "cl100k_base",
+            Encoding::O200kBase => "o200k_base",
+            Encoding::P50kBase => "p50k_base",
+            Encoding::R50kBase => "r50k_base",
+        }
+    }
+
+    /// Looks an encoding up by name; the error lists the known names.
+    pub fn from_name(name: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|e| e.name() == name)
+            .ok_or_else(|| Error::UnknownEncoding {
+                name: name.to_owned(),
+                known: Self::ALL.map(Encoding::name).join(", "),
+            })
+    }
+
+    /// The encoding of an OpenAI model (`gpt-4o`, `gpt-4o-2024-08-06`, `gpt-4.1-mini`, `o3-mini`,
+    /// `gpt-4`, `text-embedding-3-small`, ...); the error lists the known names.
+    pub fn for_model(model: &str) -> Result<Self> {
+        if let Some(&(_, encoding)) = MODELS.iter().find(|(name, _)| *name == model) {
+            return Ok(encoding);
+        }
+        if let Some(&(_, encoding)) = MODEL_PREFIXES
+            .iter()
+            .find(|(prefix, _)| model.starts_with(prefix))
+        {
+            return Ok(encoding);
+        }
+        let mut known: Vec<&str> = MODELS.iter().map(|(name, _)| *name).collect();
+        known.extend(MODEL_PREFIXES.iter().map(|(prefix, _)| *prefix));
+        Err(Error::UnknownModel {
+            name: model.to_owned(),
+            known: known.join(", "),
+        })
+    }
+
+    fn vocab(self) -> &'static Vocab {
+        static CL100K: LazyLock<Vocab> =
+            LazyLock::new(|| Vocab::new(tiktoken_rs::cl100k_base_singleton(), Family::Cl100k));
+        static O200K: LazyLock<Vocab> =
+            LazyLock::new(|| Vocab::new(tiktoken_rs::o200k_base_singleton(), Family::O200k));
+        static P50K: LazyLock<Vocab> =
+            LazyLock::new(|| Vocab::new(tiktoken_rs::p50k_base_singleton(), Family::Gpt2));
+        static R50K: LazyLock<Vocab> =
+            LazyLock::new(|| Vocab::new(tiktoken_rs::r50k_base_singleton(), Family::Gpt2));
+        match self {
+            Encoding::Cl100kBase => &CL100K,
+            Encoding::O200kBase => &O200K,
+            Encoding::P50kBase => &P50K,
+            Encoding::R50kBase => &R50K,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Gpt2,
+    Cl100k,
+    O200k,
+}
+
+/// Upper bound of the ordinary ranks of every supported vocabulary.
+const MAX_RANK: Rank = 200_000;
+
+struct Vocab {
+    bpe: &'static CoreBPE,
+    ranks: FxHashMap<Vec<u8>, Rank>,
+    splitter: Regex,
+    family: Family,
+}
+
+impl Vocab {
+    fn new(bpe: &'static CoreBPE, family: Family) -> Self {
+        let specials = bpe.special_tokens();
+        let mut ranks = FxHashMap::default();
+        for rank in 0..MAX_RANK {
+            if let Ok(bytes) = bpe.decode_bytes(&[rank])
+                && !std::str::from_utf8(&bytes).is_ok_and(|s| specials.contains(s))
+            {
+                ranks.insert(bytes, rank);
+            }
+        }
+        let pattern = match family {
+            Family::Gpt2 => PATTERN_GPT2,
+            Family::Cl100k => PATTERN_CL100K,
+            Family::O200k => PATTERN_O200K,
+        };
+        let splitter = Regex::new(pattern).expect("the encoding patterns are valid");
+        Self {
+            bpe,
+            ranks,
+            splitter,
+            family,
+        }
+    }
+
+    /// Calls `f` on each piece of `text`, in order, as `tiktoken`'s pattern splits it.
+    #[inline]
+    fn for_each_piece<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) {
+        let mut start = 0;
+        while start < text.len() {
+            let found = self
+                .splitter
+                .find_at(text, start)
+                .expect("every position starts a piece");
+            debug_assert_eq!(found.start(), start);
+            let mut end = found.end();
+            if end < text.len() {
+                // `\s+(?!\S)`: a whitespace run followed by a non-space character leaves its last
+                // character to the next piece. Only the whitespace alternatives end a match with
+                // a white-space character that is not a newline (cl100k, o200k) or at all (gpt2).
+                let piece = &text[start..end];
+                let mut chars = piece.chars();
+                let last = chars.next_back().expect("pieces are not empty");
+                if last.is_whitespace()
+                    && (self.family == Family::Gpt2 || (last != '\n' && last != '\r'))
+                    && chars.next().is_some()
+                {
+                    end -= last.len_utf8();
+                }
+            }
+            f(&text[start..end]);
+            start = end;
+        }
+    }
+
+    #[inline]
+    fn piece_tokens(&self, piece: &[u8]) -> usize {
+        if self.ranks.contains_key(piece) {
+            1
+        } else if piece.len() < SMALL_PIECE {
+            merge_count_small(&self.ranks, piece)
+        } else {
+            merge_count_large(&self.ranks, piece)
+        }
+    }
+}
+
+/// Pieces shorter than this use the quadratic merge on the stack, as `tiktoken` does; longer ones
+/// a heap, so a run like `"a" * 1_000_000` costs O(n log n).
+const SMALL_PIECE: usize = 100;
+
+/// Number of tokens of `piece` (not itself a token, 2 <= len < [`SMALL_PIECE`]) after the
+/// byte-pair merges: `tiktoken`'s `_byte_pair_merge`, keeping only the count.
+fn merge_count_small(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
+    let rank_of = |bytes: &[u8]| ranks.get(bytes).copied().unwrap_or(Rank::MAX);
+    let len = piece.len();
+    if len < 2 {
+        return len;
+    }
+    // parts[i] = (start of part i, rank of merging part i with part i + 1)
+    let mut parts = [(0usize, Rank::MAX); SMALL_PIECE + 1];
+    for (i, part) in parts.iter_mut().enumerate().take(len - 1) {
+        *part = (i, rank_of(&piece[i..i + 2]));
+    }
+    parts[len - 1] = (len - 1, Rank::MAX);
+    parts[len] = (len, Rank::MAX);
+    let mut count = len + 1;
+    loop {
+        let mut min = (Rank::MAX, 0);
+        for (i, &(_, rank)) in parts[..count - 1].iter().enumerate() {
+            if rank < min.0 {
+                min = (rank, i);
+            }
+        }
+        if min.0 == Rank::MAX {
+            break;
+        }
+        let i = min.1;
+        let rank_at = |parts: &[(usize, Rank)], i: usize| {
+            if i + 3 < count {
+                rank_of(&piece[parts[i].0..parts[i + 3].0])
+            } else {
+                Rank::MAX
+            }
+        };
+        if i > 0 {
+            parts[i - 1].1 = rank_at(&parts, i - 1);
+        }
+        parts[i].1 = rank_at(&parts, i);
+        parts.copy_within(i + 2..count, i + 1);
+        count -= 1;
+    }
+    count - 1
+}
+
+/// Number of tokens of `piece` after the byte-pair merges, for long pieces: the same merges in
+/// the same order as [`merge_count_small`] (lowest rank first, leftmost among equal ranks), with a
+/// binary heap of candidate pairs and a linked list of parts.
+fn merge_count_large(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
+    let len = piece.len();
+    if len < 2 {
+        return len;
+    }
+    let rank_of = |bytes: &[u8]| ranks.get(bytes).copied().unwrap_or(Rank::MAX);
+    // Parts are identified by their start; next[i] is the start of the part after part i.
+    let mut next: Vec<usize> = (1..=len).collect();
+    let mut prev: Vec<usize> = (0..len).map(|i| i.wrapping_sub(1)).collect();
+    // pair_rank[i]: rank of part i merged with the next part (MAX when none, or i is no part).
+    let mut pair_rank = vec![Rank::MAX; len];
+    let mut heap = BinaryHeap::with_capacity(len);
+    for i in 0..len - 1 {
+        let rank = rank_of(&piece[i..i + 2]);
+        if rank != Rank::MAX {
+            pair_rank[i] = rank;
+            heap.push(Reverse((rank, i)));
+        }
+    }
+    let mut parts = len;
+    while let Some(Reverse((rank, left))) = heap.pop() {
+        // A rank names one byte string, so an entry is current iff the rank still matches.
+        if pair_rank[left] != rank {
+            continue;
+        }
+        let right = next[left];
+        let end = next[right];
+        next[left] = end;
+        if end < len {
+            prev[end] = left;
+        }
+        pair_rank[right] = Rank::MAX;
+        parts -= 1;
+        pair_rank[left] = if end < len {
+            rank_of(&piece[left..next[end]])
+        } else {
+            Rank::MAX
+        };
+        if pair_rank[left] != Rank::MAX {
+            heap.push(Reverse((pair_rank[left], left)));
+        }
+        if left > 0 {
+            let before = prev[left];
+            pair_rank[before] = rank_of(&piece[before..end]);
+            if pair_rank[before] != Rank::MAX {
+                heap.push(Reverse((pair_rank[before], before)));
+            }
+        }
+    }
+    parts
+}
+
+/// An exact tokenizer of one [`Encoding`]. Cheap to create and to copy: the vocabulary is shared
+/// by every tokenizer of the process. Thread-safe.
+#[derive(Clone, Copy)]
+pub struct Tokenizer {
+    encoding: Encoding,
+    vocab: &'static Vocab,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("encoding", &self.encoding.name())
+            .finish()
+    }
+}
+
+/// Below this many bytes in all, `count_many` stays on the calling thread.
+const PARALLEL_MIN_BYTES: usize = 64 * 1024;
+
+impl Tokenizer {
+    /// The tokenizer of an encoding by name (`cl100k_base`, `o200k_base`, `p50k_base`,
+    /// `r50k_base`).
+    pub fn new(encoding: &str) -> Result<Self> {
+        Ok(Self::from_encoding(Encoding::from_name(encoding)?))
+    }
+
+    /// The tokenizer of an OpenAI model name.
+    pub fn for_model(model: &str) -> Result<Self> {
+        Ok(Self::from_encoding(Encoding::for_model(model)?))
+    }
+
+    /// The tokenizer of an [`Encoding`]. The first call for an encoding parses its vocabulary.
+    pub fn from_encoding(encoding: Encoding) -> Self {
+        Self {
+            encoding,
+            vocab: encoding.vocab(),
+        }
+    }
+
+    /// The encoding.
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+
+    /// The encoding's name.
+    pub fn name(&self) -> &'static str {
+        self.encoding.name()
+    }
+
+    /// Number of tokens of `text`: `len(tiktoken.get_encoding(name).encode_ordinary(text))`.
+    pub fn count(&self, text: &str) -> usize {
+        let mut tokens = 0;
+        self.vocab
+            .for_each_piece(text, |piece| tokens += self.vocab.piece_tokens(piece.as_bytes()));
+        tokens
+    }
+
+    /// Counts of many texts, spread over the threads of the rayon pool when the input is large.
+    /// Fails with [`Error::Overflow`] if a count does not fit in 32 bits.
+    pub fn count_many<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<u32>> {
+        let bytes: usize = texts.iter().map(|t| t.as_ref().len()).sum();
+        let count = |text: &S| u32::try_from(self.count(text.as_ref()));
+        let counts: std::result::Result<Vec<u32>, _> =
+            if bytes < PARALLEL_MIN_BYTES || texts.len() < 2 {
+                texts.iter().map(count).collect()
+            } else {
+                texts.par_iter().with_min_len(8).map(count).collect()
+            };
+        counts.map_err(|_| Error::Overflow("a count exceeds 2^32 - 1 tokens"))
+    }
+
+    /// The pieces `text` is split into before the byte-pair merges (for inspection and tests).
+    pub fn pieces<'t>(&self, text: &'t str) -> Vec<&'t str> {
+        let mut pieces = Vec::new();
+        self.vocab.for_each_piece(text, |piece| pieces.push(piece));
+        pieces
+    }
+
+    /// Token ids of `text`, as `tiktoken`'s `encode_ordinary` (special-token text is ordinary).
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        self.vocab.bpe.encode_ordinary(text)
+    }
+
+    /// The text of token ids. Fails on an id outside the vocabulary, or when the ids do not form
+    /// valid UTF-8 (a multi-byte character cut between ids).
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        let bytes = self
+            .vocab
+            .bpe
+            .decode_bytes(ids)
+            .map_err(|e| Error::UnknownToken {
+                token: e.token,
+                encoding: self.name(),
+            })?;
+        String::from_utf8(bytes).map_err(|e| Error::InvalidUtf8 {
+            what: "decoded token bytes",
+            valid_up_to: e.utf8_error().valid_up_to(),
+        })
+    }
+
+    /// Number of ordinary tokens in the vocabulary (special tokens excluded).
+    pub fn vocab_size(&self) -> usize {
+        self.vocab.ranks.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLES: &[&str] = &[
+        "",
+        "hello world",
+        "Hello, World!  How are   you?\n\n\tFine.\r\n",
+        "   leading and trailing   ",
+        "I'm here, you're there; they'll've THE'S 'S",
+        "numbers 1234567 and 3.14159, 2026-11-21",
+        "unicode: naïve café, Ελληνικά, русский, 中文字符, 日本語のテキスト, 한국어",
+        "emoji 👍🏽🎉 family 👨‍👩‍👧 flags 🇫🇷",
+        "code:\n    fn main() {\n        println!(\"{}\", x);\n    }\n",
+        "{\"reservation_id\": \"ABC123\", \"flights\": [{\"origin\": \"JFK\"}]}",
+        " \u{a0}\u{2003}x \u{3000}y\u{85}z",
+        "path/to/file.py:42: error: something/went\\wrong//",
+        "a\n\n\n  b  \n  \n c",
+        "ſ's K's 'S 'LL 'Ve",
+        "\u{300}\u{301}abc\u{300} ABCdef DEFghi ÀÉÎõü",
+    ];
+
+    #[test]
+    fn counts_equal_tiktoken_rs_on_samples() {
+        for encoding in Encoding::ALL {
+            let tokenizer = Tokenizer::from_encoding(encoding);
+            for sample in SAMPLES {
+                assert_eq!(
+                    tokenizer.count(sample),
+                    tokenizer.encode(sample).len(),
+                    "{} on {sample:?}",
+                    encoding.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn long_runs_count_like_tiktoken_rs() {
+        let tokenizer = Tokenizer::new("cl100k_base").unwrap();
+        for text in ["a".repeat(10_000), " ".repeat(5_000) + "x", "ab".repeat(3_000)] {
+            assert_eq!(tokenizer.count(&text), tokenizer.encode(&text).len());
+        }
+    }
+
+    #[test]
+    fn small_and_large_merges_agree() {
+        let vocab = Encoding::Cl100kBase.vocab();
+        for text in ["abcdefghij", "aaaaaaaaaaaaaaaaaaaaaaaaa", "xyzzyxyzzy qwerty", "😀😀😀é"] {
+            let bytes = text.as_bytes();
+            assert_eq!(
+                merge_count_small(&vocab.ranks, bytes),
+                merge_count_large(&vocab.ranks, bytes),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn known_counts() {
+        let cl100k = Tokenizer::new("cl100k_base").unwrap();
+        assert_eq!(cl100k.count("hello world"), 2);
+        assert_eq!(cl100k.encode("hello world"), vec![15339, 1917]);
+        assert_eq!(cl100k.decode(&[15339, 1917]).unwrap(), "hello world");
+        assert_eq!(cl100k.vocab_size(), 100_256);
+        let o200k = Tokenizer::for_model("gpt-4o-2024-08-06").unwrap();
+        assert_eq!(o200k.name(), "o200k_base");
+        assert_eq!(o200k.vocab_size(), 199_998);
+    }
+
+    #[test]
+    fn unknown_names_list_the_known_ones() {
+        let err = Tokenizer::new("cl100k").unwrap_err();
+        assert!(err.to_string().contains("o200k_base"), "{err}");
+        let err = Tokenizer::for_model("llama-3").unwrap_err();
+        assert!(err.to_string().contains("gpt-4o"), "{err}");
+    }
+
+    #[test]
+    fn decode_errors() {
+        let t = Tokenizer::new("cl100k_base").unwrap();
+        assert!(matches!(
+            t.decode(&[4_000_000]),
+            Err(Error::UnknownToken { .. })
+        ));
+        // 'é' is two bytes; its first-byte token alone is not valid UTF-8.
+        let ids = t.encode("é");
+        let first_byte = t
+            .encode_bytes_for_test(&[0xC3])
+            .expect("single bytes are tokens");
+        assert!(ids.len() == 1);
+        assert!(matches!(
+            t.decode(&[first_byte]),
+            Err(Error::InvalidUtf8 { .. })
+        ));
+    }
+
+    impl Tokenizer {
+        fn encode_bytes_for_test(&self, bytes: &[u8]) -> Option<u32> {
+            self.vocab.ranks.get(bytes).copied()
+        }
+    }
+
+    #[test]
+    fn count_many_matches_count() {
+        let t = Tokenizer::new("o200k_base").unwrap();
+        let texts: Vec<String> = (0..2000)
+            .map(|i| format!("message {i}: {}", "lorem ipsum ".repeat(i % 50)))
+            .collect();
+        let many = t.count_many(&texts).unwrap();
+        for (text, &n) in texts.iter().zip(&many) {
+            assert_eq!(n as usize, t.count(text));
+        }
+    }
+}
