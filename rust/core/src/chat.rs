@@ -58,36 +58,45 @@ pub struct ChatMessage<'a> {
     pub tool_calls: Vec<ToolCall<'a>>,
 }
 
+/// Tokens of one message in a prompt (framing included, reply priming excluded), with any text
+/// counter: an exact [`Tokenizer`], a [`HeuristicCounter`](crate::tokenize::HeuristicCounter), or a
+/// frontend's callable.
+pub fn message_tokens<E>(
+    message: &ChatMessage<'_>,
+    mut count: impl FnMut(&str) -> Result<u64, E>,
+) -> Result<u64, E> {
+    let mut tokens = TOKENS_PER_MESSAGE + count(message.role)?;
+    for part in &message.parts {
+        tokens += match *part {
+            Part::Text(text) => count(text)?,
+            Part::Image { detail, size } => image_tokens(detail, size),
+        };
+    }
+    if let Some(name) = message.name {
+        tokens += TOKENS_PER_NAME + count(name)?;
+    }
+    if let Some(id) = message.tool_call_id {
+        tokens += count(id)?;
+    }
+    for call in &message.tool_calls {
+        tokens += TOKENS_PER_TOOL_CALL + count(call.name)? + count(call.arguments)?;
+    }
+    Ok(tokens)
+}
+
 impl Tokenizer {
     /// Tokens of one message in a prompt (framing included, reply priming excluded).
     pub fn count_message(&self, message: &ChatMessage<'_>) -> u64 {
-        let count = |text: &str| self.count(text) as u64;
-        let mut tokens = TOKENS_PER_MESSAGE + count(message.role);
-        for part in &message.parts {
-            tokens += match *part {
-                Part::Text(text) => count(text),
-                Part::Image { detail, size } => image_tokens(detail, size),
-            };
+        let exact = |text: &str| Ok::<u64, std::convert::Infallible>(self.count(text) as u64);
+        match message_tokens(message, exact) {
+            Ok(tokens) => tokens,
+            Err(never) => match never {},
         }
-        if let Some(name) = message.name {
-            tokens += TOKENS_PER_NAME + count(name);
-        }
-        if let Some(id) = message.tool_call_id {
-            tokens += count(id);
-        }
-        for call in &message.tool_calls {
-            tokens += TOKENS_PER_TOOL_CALL + count(call.name) + count(call.arguments);
-        }
-        tokens
     }
 
     /// Tokens of a whole list of messages in a prompt, reply priming included.
     pub fn count_messages(&self, messages: &[ChatMessage<'_>]) -> u64 {
-        REPLY_PRIMING_TOKENS
-            + messages
-                .iter()
-                .map(|m| self.count_message(m))
-                .sum::<u64>()
+        REPLY_PRIMING_TOKENS + messages.iter().map(|m| self.count_message(m)).sum::<u64>()
     }
 }
 
@@ -118,11 +127,8 @@ mod tests {
             }],
             ..Default::default()
         };
-        let expected = 3
-            + 1
-            + 3
-            + t.count("get_weather") as u64
-            + t.count("{\"city\": \"Paris\"}") as u64;
+        let expected =
+            3 + 1 + 3 + t.count("get_weather") as u64 + t.count("{\"city\": \"Paris\"}") as u64;
         assert_eq!(t.count_message(&call), expected);
         let image = ChatMessage {
             role: "user",

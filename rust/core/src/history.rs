@@ -299,7 +299,9 @@ impl<T> TokenHistory<T> {
                     Some(entry) => entry,
                     None => {
                         self.head -= 1;
-                        self.kept.pop_back().expect("kept entries cover the snapshot")
+                        self.kept
+                            .pop_back()
+                            .expect("kept entries cover the snapshot")
                     }
                 };
                 discarded.push(entry.item);
@@ -309,7 +311,10 @@ impl<T> TokenHistory<T> {
         }
         // 2. Move the head to where it was: bring back evicted entries, or evict again.
         while self.head > snapshot.head {
-            let entry = self.kept.pop_back().expect("kept entries cover the snapshot");
+            let entry = self
+                .kept
+                .pop_back()
+                .expect("kept entries cover the snapshot");
             self.entries.push_front(entry);
             self.head -= 1;
         }
@@ -441,7 +446,10 @@ mod tests {
         let s2 = h.snapshot();
         h.rollback(&s1).unwrap();
         h.push(3, 1, true).unwrap();
-        assert!(matches!(h.rollback(&s2), Err(Error::SnapshotUnreachable(_))));
+        assert!(matches!(
+            h.rollback(&s2),
+            Err(Error::SnapshotUnreachable(_))
+        ));
         assert_eq!(items(&h), vec![1, 3]);
         h.rollback(&s1).unwrap();
         assert_eq!(items(&h), vec![1]);

@@ -87,10 +87,7 @@ pub fn image_size(bytes: &[u8]) -> Option<(u32, u32)> {
     }
     if bytes.starts_with(b"RIFF") && bytes.get(8..12) == Some(b"WEBP") {
         return match bytes.get(12..16)? {
-            b"VP8 " => Some((
-                u32::from(le16(26)? & 0x3fff),
-                u32::from(le16(28)? & 0x3fff),
-            )),
+            b"VP8 " => Some((u32::from(le16(26)? & 0x3fff), u32::from(le16(28)? & 0x3fff))),
             b"VP8L" => {
                 let bits = u32::from_le_bytes(bytes.get(21..25)?.try_into().ok()?);
                 Some(((bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1))

@@ -418,8 +418,9 @@ impl Tokenizer {
     /// Number of tokens of `text`: `len(tiktoken.get_encoding(name).encode_ordinary(text))`.
     pub fn count(&self, text: &str) -> usize {
         let mut tokens = 0;
-        self.vocab
-            .for_each_piece(text, |piece| tokens += self.vocab.piece_tokens(piece.as_bytes()));
+        self.vocab.for_each_piece(text, |piece| {
+            tokens += self.vocab.piece_tokens(piece.as_bytes())
+        });
         tokens
     }
 
@@ -472,6 +473,41 @@ impl Tokenizer {
     }
 }
 
+/// A heuristic token estimator for models without a public vocabulary: `ceil(chars /
+/// chars_per_token)`, counting Unicode scalar values. Not exact; use [`Tokenizer`] where a
+/// vocabulary exists.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeuristicCounter {
+    chars_per_token: f64,
+}
+
+impl HeuristicCounter {
+    /// The default ratio, typical of English prose with OpenAI's vocabularies.
+    pub const DEFAULT_CHARS_PER_TOKEN: f64 = 4.0;
+
+    /// An estimator with the given ratio, which must be finite and > 0.
+    pub fn new(chars_per_token: f64) -> Result<Self> {
+        if chars_per_token.is_finite() && chars_per_token > 0.0 {
+            Ok(Self { chars_per_token })
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "chars_per_token must be a finite number > 0, got {chars_per_token}"
+            )))
+        }
+    }
+
+    /// The ratio of characters per token.
+    pub fn chars_per_token(&self) -> f64 {
+        self.chars_per_token
+    }
+
+    /// The estimated number of tokens of `text`.
+    pub fn count(&self, text: &str) -> u64 {
+        let chars = text.chars().count() as f64;
+        (chars / self.chars_per_token).ceil() as u64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,7 +548,11 @@ mod tests {
     #[test]
     fn long_runs_count_like_tiktoken_rs() {
         let tokenizer = Tokenizer::new("cl100k_base").unwrap();
-        for text in ["a".repeat(10_000), " ".repeat(5_000) + "x", "ab".repeat(3_000)] {
+        for text in [
+            "a".repeat(10_000),
+            " ".repeat(5_000) + "x",
+            "ab".repeat(3_000),
+        ] {
             assert_eq!(tokenizer.count(&text), tokenizer.encode(&text).len());
         }
     }
@@ -520,7 +560,12 @@ mod tests {
     #[test]
     fn small_and_large_merges_agree() {
         let vocab = Encoding::Cl100kBase.vocab();
-        for text in ["abcdefghij", "aaaaaaaaaaaaaaaaaaaaaaaaa", "xyzzyxyzzy qwerty", "😀😀😀é"] {
+        for text in [
+            "abcdefghij",
+            "aaaaaaaaaaaaaaaaaaaaaaaaa",
+            "xyzzyxyzzy qwerty",
+            "😀😀😀é",
+        ] {
             let bytes = text.as_bytes();
             assert_eq!(
                 merge_count_small(&vocab.ranks, bytes),

@@ -1,0 +1,59 @@
+"""ctxwindow: keep an LLM agent's context window inside its token budget.
+
+Exact token counts (identical to ``tiktoken``), a token-tracked FIFO history whose eviction
+cost does not grow with the conversation, and the pieces to build a managed context window on.
+
+>>> from ctxwindow import Tokenizer, TokenHistory
+>>> Tokenizer.for_model("gpt-4o").count("hello world")
+2
+>>> history = TokenHistory()
+>>> history.push({"role": "user", "content": "hi"}, 8)
+>>> history.total_tokens
+8
+"""
+
+from __future__ import annotations
+
+from ctxwindow._native import HistorySnapshot, TokenHistory, __version__
+from ctxwindow.errors import (
+    ContextOverflowError,
+    CtxWindowError,
+    HistoryIndexError,
+    InvalidArgumentError,
+    InvalidTextError,
+    InvalidTypeError,
+    MalformedMessageError,
+    SnapshotError,
+    UnknownEncodingError,
+)
+from ctxwindow.tokenizer import (
+    CallableTokenizer,
+    HeuristicTokenizer,
+    TokenCounter,
+    Tokenizer,
+    encoding_for_model,
+    encoding_names,
+    image_tokens,
+)
+
+__all__ = [
+    "__version__",
+    "TokenHistory",
+    "HistorySnapshot",
+    "Tokenizer",
+    "HeuristicTokenizer",
+    "CallableTokenizer",
+    "TokenCounter",
+    "encoding_names",
+    "encoding_for_model",
+    "image_tokens",
+    "CtxWindowError",
+    "ContextOverflowError",
+    "InvalidArgumentError",
+    "InvalidTypeError",
+    "UnknownEncodingError",
+    "SnapshotError",
+    "HistoryIndexError",
+    "InvalidTextError",
+    "MalformedMessageError",
+]

@@ -1,0 +1,136 @@
+//! The one mapping of core errors to Python exceptions. The exception classes are defined in
+//! `ctxwindow/errors.py` (each subclasses `CtxWindowError` and the matching builtin) and looked up
+//! once.
+
+use ctxwindow_core::Error;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+/// The exception classes of `ctxwindow.errors` raised from native code.
+#[derive(Clone, Copy)]
+pub enum Kind {
+    InvalidArgument,
+    InvalidType,
+    UnknownEncoding,
+    Snapshot,
+    Index,
+    InvalidText,
+    MalformedMessage,
+}
+
+impl Kind {
+    fn class_name(self) -> &'static str {
+        match self {
+            Kind::InvalidArgument => "InvalidArgumentError",
+            Kind::InvalidType => "InvalidTypeError",
+            Kind::UnknownEncoding => "UnknownEncodingError",
+            Kind::Snapshot => "SnapshotError",
+            Kind::Index => "HistoryIndexError",
+            Kind::InvalidText => "InvalidTextError",
+            Kind::MalformedMessage => "MalformedMessageError",
+        }
+    }
+
+    fn cell(self) -> &'static PyOnceLock<Py<PyType>> {
+        static CELLS: [PyOnceLock<Py<PyType>>; 7] = [const { PyOnceLock::new() }; 7];
+        &CELLS[self as usize]
+    }
+}
+
+/// A Python exception of `kind` with `message`.
+pub fn error(py: Python<'_>, kind: Kind, message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    match kind
+        .cell()
+        .import(py, "ctxwindow.errors", kind.class_name())
+    {
+        Ok(class) => PyErr::from_type(class.clone(), message),
+        Err(import_error) => import_error,
+    }
+}
+
+/// The Python exception of a core error.
+pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
+    let kind = match &err {
+        Error::ForeignSnapshot | Error::SnapshotUnreachable(_) => Kind::Snapshot,
+        Error::IndexOutOfRange { .. } => Kind::Index,
+        Error::UnknownEncoding { .. } | Error::UnknownModel { .. } => Kind::UnknownEncoding,
+        Error::InvalidUtf8 { .. } => Kind::InvalidText,
+        Error::MalformedMessage { .. } => Kind::MalformedMessage,
+        _ => Kind::InvalidArgument,
+    };
+    error(py, kind, err.to_string())
+}
+
+/// Extension to turn core results into Python results.
+pub trait IntoPyResult<T> {
+    /// Maps the error with [`to_py`].
+    fn py_err(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPyResult<T> for Result<T, Error> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|err| to_py(py, err))
+    }
+}
+
+/// The name of an object's type, for messages.
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|name| name.to_string())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// A non-negative integer argument (`int` or anything with `__index__`; never `bool` or
+/// `float`), as u64.
+pub fn extract_count(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    let py = obj.py();
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(error(
+            py,
+            Kind::InvalidType,
+            format!("{what} must be an int, not bool"),
+        ));
+    }
+    let value: i128 = obj.extract().map_err(|_| {
+        error(
+            py,
+            Kind::InvalidType,
+            format!("{what} must be an int, not {}", type_name(obj)),
+        )
+    })?;
+    u64::try_from(value).map_err(|_| {
+        let reason = if value < 0 {
+            "must be >= 0"
+        } else {
+            "must be < 2**64"
+        };
+        error(
+            py,
+            Kind::InvalidArgument,
+            format!("{what} {reason}, got {value}"),
+        )
+    })
+}
+
+/// A `str` argument as UTF-8; lone surrogates (which UTF-8 cannot carry) are an
+/// `InvalidTextError`.
+pub fn extract_text<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a str> {
+    let py = obj.py();
+    let Ok(text) = obj.cast::<pyo3::types::PyString>() else {
+        return Err(error(
+            py,
+            Kind::InvalidType,
+            format!("{what} must be a str, not {}", type_name(obj)),
+        ));
+    };
+    text.to_str().map_err(|_| {
+        error(
+            py,
+            Kind::InvalidText,
+            format!("{what} is not valid Unicode text (it contains a lone surrogate)"),
+        )
+    })
+}

@@ -1,0 +1,431 @@
+//! Token counters for Python: the exact `Tokenizer`, the `HeuristicTokenizer` estimator and the
+//! `CallableTokenizer` adapter, sharing the chat accounting of the core.
+
+use ctxwindow_core::chat::{REPLY_PRIMING_TOKENS, message_tokens};
+use ctxwindow_core::image::{ImageDetail, image_tokens as core_image_tokens};
+use ctxwindow_core::tokenize::HeuristicCounter;
+use ctxwindow_core::{Encoding, Tokenizer};
+use numpy::PyArray1;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple};
+
+use crate::errors::{IntoPyResult, Kind, error, extract_count, extract_text, type_name};
+use crate::messages::with_message;
+
+/// Texts at least this long are counted with the GIL released.
+const DETACH_MIN_BYTES: usize = 16 * 1024;
+
+fn texts<'a, 'py>(strings: &'a [Bound<'py, PyAny>]) -> PyResult<Vec<&'a str>> {
+    strings
+        .iter()
+        .enumerate()
+        .map(|(i, text)| extract_text(text, &format!("texts[{i}]")))
+        .collect()
+}
+
+fn collect<'py>(iterable: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    if iterable.is_instance_of::<PyString>() {
+        return Err(error(
+            iterable.py(),
+            Kind::InvalidType,
+            format!("{what} must be a sequence of str, not a single str"),
+        ));
+    }
+    let iter = iterable.try_iter().map_err(|_| {
+        error(
+            iterable.py(),
+            Kind::InvalidType,
+            format!("{what} must be an iterable, not {}", type_name(iterable)),
+        )
+    })?;
+    iter.collect()
+}
+
+/// Chat accounting of `messages` with any text counter.
+fn count_messages_with(
+    messages: &Bound<'_, PyAny>,
+    mut count: impl FnMut(&str) -> PyResult<u64>,
+) -> PyResult<u64> {
+    let messages = collect(messages, "messages")?;
+    let mut total = REPLY_PRIMING_TOKENS;
+    for (index, message) in messages.iter().enumerate() {
+        total += with_message(message, index, |m| message_tokens(m, &mut count))?;
+    }
+    Ok(total)
+}
+
+/// An exact tokenizer; see `ctxwindow.Tokenizer`.
+#[pyclass(frozen, module = "ctxwindow._native", name = "Tokenizer")]
+pub struct PyTokenizer {
+    inner: Tokenizer,
+}
+
+#[pymethods]
+impl PyTokenizer {
+    #[new]
+    fn new(py: Python<'_>, encoding: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let name = extract_text(encoding, "encoding")?;
+        let inner = py.detach(|| Tokenizer::new(name)).py_err(py)?;
+        Ok(Self { inner })
+    }
+
+    /// The tokenizer of an OpenAI model name (`gpt-4o`, `gpt-4.1-mini`, `o3`, `gpt-4`, ...).
+    #[staticmethod]
+    fn for_model(py: Python<'_>, model: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let name = extract_text(model, "model")?;
+        let inner = py.detach(|| Tokenizer::for_model(name)).py_err(py)?;
+        Ok(Self { inner })
+    }
+
+    /// The encoding's name.
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    /// Always True: counts equal `tiktoken`'s.
+    #[getter]
+    fn exact(&self) -> bool {
+        true
+    }
+
+    /// Number of ordinary tokens in the vocabulary.
+    #[getter]
+    fn vocab_size(&self) -> usize {
+        self.inner.vocab_size()
+    }
+
+    /// Number of tokens of `text` (`len(tiktoken encode_ordinary(text))`).
+    fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let text = extract_text(text, "text")?;
+        Ok(if text.len() >= DETACH_MIN_BYTES {
+            py.detach(|| self.inner.count(text))
+        } else {
+            self.inner.count(text)
+        })
+    }
+
+    /// Counts of many texts as a numpy uint32 array, spread over cores with the GIL released.
+    fn count_many<'py>(
+        &self,
+        py: Python<'py>,
+        texts_: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let objects = collect(texts_, "texts")?;
+        let strs = texts(&objects)?;
+        let counts = py.detach(|| self.inner.count_many(&strs)).py_err(py)?;
+        Ok(PyArray1::from_vec(py, counts))
+    }
+
+    /// Token ids of `text` (special-token text is encoded as ordinary text).
+    fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
+        let text = extract_text(text, "text")?;
+        Ok(if text.len() >= DETACH_MIN_BYTES {
+            py.detach(|| self.inner.encode(text))
+        } else {
+            self.inner.encode(text)
+        })
+    }
+
+    /// The text of token ids.
+    fn decode(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<String> {
+        let objects = collect(ids, "ids")?;
+        let ids = objects
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let id = extract_count(id, &format!("ids[{i}]"))?;
+                u32::try_from(id).map_err(|_| {
+                    error(
+                        py,
+                        Kind::InvalidArgument,
+                        format!(
+                            "token id {id} is not in the vocabulary of {}",
+                            self.inner.name()
+                        ),
+                    )
+                })
+            })
+            .collect::<PyResult<Vec<u32>>>()?;
+        self.inner.decode(&ids).py_err(py)
+    }
+
+    /// The pieces the encoding's pattern splits `text` into before the merges.
+    fn pieces(&self, text: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let text = extract_text(text, "text")?;
+        Ok(self
+            .inner
+            .pieces(text)
+            .into_iter()
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Tokens of one chat message in a prompt (framing included, reply priming excluded).
+    fn count_message(&self, message: &Bound<'_, PyAny>) -> PyResult<u64> {
+        with_message(message, 0, |m| Ok(self.inner.count_message(m)))
+    }
+
+    /// Tokens of a list of chat messages in a prompt, reply priming included.
+    fn count_messages(&self, messages: &Bound<'_, PyAny>) -> PyResult<u64> {
+        count_messages_with(messages, |text| Ok(self.inner.count(text) as u64))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Tokenizer({:?})", self.inner.name())
+    }
+
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let class = py.get_type::<Self>().into_any();
+        Ok((class, PyTuple::new(py, [self.inner.name()])?))
+    }
+}
+
+/// A heuristic estimator (`ceil(chars / chars_per_token)`) for models without a public
+/// vocabulary; see `ctxwindow.HeuristicTokenizer`.
+#[pyclass(frozen, module = "ctxwindow._native", name = "HeuristicTokenizer")]
+pub struct PyHeuristicTokenizer {
+    inner: HeuristicCounter,
+}
+
+#[pymethods]
+impl PyHeuristicTokenizer {
+    #[new]
+    #[pyo3(signature = (chars_per_token = None))]
+    fn new(py: Python<'_>, chars_per_token: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let Some(chars_per_token) = chars_per_token else {
+            return Ok(Self {
+                inner: HeuristicCounter::new(HeuristicCounter::DEFAULT_CHARS_PER_TOKEN)
+                    .py_err(py)?,
+            });
+        };
+        if chars_per_token.is_instance_of::<pyo3::types::PyBool>() {
+            return Err(error(
+                py,
+                Kind::InvalidType,
+                "chars_per_token must be a number, not bool",
+            ));
+        }
+        let ratio: f64 = chars_per_token.extract().map_err(|_| {
+            error(
+                py,
+                Kind::InvalidType,
+                format!(
+                    "chars_per_token must be a number, not {}",
+                    type_name(chars_per_token)
+                ),
+            )
+        })?;
+        Ok(Self {
+            inner: HeuristicCounter::new(ratio).py_err(py)?,
+        })
+    }
+
+    /// `"heuristic-<ratio>"`.
+    #[getter]
+    fn name(&self) -> String {
+        format!("heuristic-{}", self.inner.chars_per_token())
+    }
+
+    /// Always False: counts are estimates.
+    #[getter]
+    fn exact(&self) -> bool {
+        false
+    }
+
+    /// The ratio of characters per token.
+    #[getter]
+    fn chars_per_token(&self) -> f64 {
+        self.inner.chars_per_token()
+    }
+
+    /// Estimated tokens of `text`.
+    fn count(&self, text: &Bound<'_, PyAny>) -> PyResult<u64> {
+        Ok(self.inner.count(extract_text(text, "text")?))
+    }
+
+    /// Estimates of many texts as a numpy uint32 array.
+    fn count_many<'py>(
+        &self,
+        py: Python<'py>,
+        texts_: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let objects = collect(texts_, "texts")?;
+        let counts = texts(&objects)?
+            .into_iter()
+            .map(|text| u32::try_from(self.inner.count(text)).unwrap_or(u32::MAX))
+            .collect();
+        Ok(PyArray1::from_vec(py, counts))
+    }
+
+    /// Estimated tokens of one chat message (framing included).
+    fn count_message(&self, message: &Bound<'_, PyAny>) -> PyResult<u64> {
+        with_message(message, 0, |m| {
+            message_tokens(m, |text| Ok(self.inner.count(text)))
+        })
+    }
+
+    /// Estimated tokens of a list of chat messages, reply priming included.
+    fn count_messages(&self, messages: &Bound<'_, PyAny>) -> PyResult<u64> {
+        count_messages_with(messages, |text| Ok(self.inner.count(text)))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "HeuristicTokenizer(chars_per_token={})",
+            self.inner.chars_per_token()
+        )
+    }
+}
+
+/// Any callable `(str) -> int` as a token counter, with the same chat accounting; see
+/// `ctxwindow.CallableTokenizer`.
+#[pyclass(frozen, module = "ctxwindow._native", name = "CallableTokenizer")]
+pub struct PyCallableTokenizer {
+    counter: Py<PyAny>,
+    name: String,
+    exact: bool,
+}
+
+impl PyCallableTokenizer {
+    fn call(&self, py: Python<'_>, text: &str) -> PyResult<u64> {
+        let result = self.counter.call1(py, (text,))?;
+        let result = result.bind(py);
+        extract_count(
+            result,
+            &format!("the token count returned by {}", self.name),
+        )
+    }
+}
+
+#[pymethods]
+impl PyCallableTokenizer {
+    #[new]
+    #[pyo3(signature = (counter, name = None, exact = false))]
+    fn new(
+        py: Python<'_>,
+        counter: Py<PyAny>,
+        name: Option<String>,
+        exact: bool,
+    ) -> PyResult<Self> {
+        let bound = counter.bind(py);
+        if !bound.is_callable() {
+            return Err(error(
+                py,
+                Kind::InvalidType,
+                format!(
+                    "counter must be callable (str) -> int, not {}",
+                    type_name(bound)
+                ),
+            ));
+        }
+        let name = match name {
+            Some(name) => name,
+            None => bound
+                .getattr("__qualname__")
+                .and_then(|n| n.extract::<String>())
+                .unwrap_or_else(|_| "callable".to_owned()),
+        };
+        Ok(Self {
+            counter,
+            name,
+            exact,
+        })
+    }
+
+    /// The counter's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the callable's counts are exact, as declared at construction.
+    #[getter]
+    fn exact(&self) -> bool {
+        self.exact
+    }
+
+    /// Tokens of `text` by the callable.
+    fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<u64> {
+        self.call(py, extract_text(text, "text")?)
+    }
+
+    /// Counts of many texts as a numpy uint32 array.
+    fn count_many<'py>(
+        &self,
+        py: Python<'py>,
+        texts_: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let objects = collect(texts_, "texts")?;
+        let counts = texts(&objects)?
+            .into_iter()
+            .map(|text| {
+                let count = self.call(py, text)?;
+                u32::try_from(count).map_err(|_| {
+                    error(
+                        py,
+                        Kind::InvalidArgument,
+                        format!("count {count} exceeds 2**32 - 1"),
+                    )
+                })
+            })
+            .collect::<PyResult<Vec<u32>>>()?;
+        Ok(PyArray1::from_vec(py, counts))
+    }
+
+    /// Tokens of one chat message (framing included).
+    fn count_message(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<u64> {
+        with_message(message, 0, |m| {
+            message_tokens(m, |text| self.call(py, text))
+        })
+    }
+
+    /// Tokens of a list of chat messages, reply priming included.
+    fn count_messages(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<u64> {
+        count_messages_with(messages, |text| self.call(py, text))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CallableTokenizer(name={:?}, exact={})",
+            self.name, self.exact
+        )
+    }
+}
+
+/// The names of the supported encodings.
+#[pyfunction]
+pub fn encoding_names() -> Vec<&'static str> {
+    Encoding::ALL.iter().map(|e| e.name()).collect()
+}
+
+/// The encoding name of an OpenAI model.
+#[pyfunction]
+pub fn encoding_for_model(py: Python<'_>, model: &Bound<'_, PyAny>) -> PyResult<&'static str> {
+    let model = extract_text(model, "model")?;
+    Encoding::for_model(model).map(Encoding::name).py_err(py)
+}
+
+/// Tokens of an image part by the tile formula: `detail` in low/high/auto, `width` and `height`
+/// in pixels (unknown: the upper bound for high detail).
+#[pyfunction]
+#[pyo3(signature = (detail = "auto", width = None, height = None))]
+pub fn image_tokens(
+    py: Python<'_>,
+    detail: &str,
+    width: Option<u32>,
+    height: Option<u32>,
+) -> PyResult<u64> {
+    let detail = ImageDetail::from_name(detail).ok_or_else(|| {
+        error(
+            py,
+            Kind::InvalidArgument,
+            format!("detail must be 'low', 'high' or 'auto', got {detail:?}"),
+        )
+    })?;
+    let size = width.zip(height);
+    Ok(core_image_tokens(detail, size))
+}
