@@ -53,7 +53,7 @@ lint: $(STAMP)
 	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets --quiet -- -D warnings
 	$(BIN)/python -m mypy --strict python/ctxwindow tests benches
-	$(BIN)/python -m mypy.stubtest ctxwindow._native --allowlist .stubtest-allowlist
+	$(BIN)/python -m mypy.stubtest ctxwindow._native
 
 # Regenerate the committed C header (the Rust test `header_is_current` fails when it drifts).
 header:

@@ -6,6 +6,17 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+__all__ = [
+    "__version__",
+    "TokenHistory",
+    "HistorySnapshot",
+    "Tokenizer",
+    "HeuristicTokenizer",
+    "CallableTokenizer",
+    "encoding_names",
+    "encoding_for_model",
+    "image_tokens",
+]
 
 @final
 class HistorySnapshot:
@@ -22,7 +33,7 @@ class TokenHistory:
     Safe to share between threads. Removing k entries costs O(k) whatever the length.
     """
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> TokenHistory: ...
     def push(self, item: object, tokens: int, starts_group: bool = True) -> None:
         """Append ``item`` costing ``tokens``; ``starts_group=False`` attaches it to the group
         of the previous entry (a tool result to its call)."""
@@ -43,7 +54,7 @@ class TokenHistory:
     @property
     def kept_for_snapshots(self) -> int: ...
     def __len__(self) -> int: ...
-    def __getitem__(self, index: int) -> Any: ...
+    def __getitem__(self, key: int, /) -> Any: ...
     def __iter__(self) -> Iterator[Any]: ...
     def entry(self, index: int) -> tuple[Any, int, bool]:
         """``(item, tokens, starts_group)`` of the entry at ``index``."""
@@ -56,7 +67,7 @@ class TokenHistory:
 class Tokenizer:
     """Exact token counts, identical to ``tiktoken``'s ``encode_ordinary``."""
 
-    def __init__(self, encoding: str) -> None: ...
+    def __new__(cls, encoding: str) -> Tokenizer: ...
     @staticmethod
     def for_model(model: str) -> Tokenizer: ...
     @property
@@ -78,7 +89,7 @@ class Tokenizer:
 class HeuristicTokenizer:
     """An estimate, ``ceil(chars / chars_per_token)``, for models without a public vocabulary."""
 
-    def __init__(self, chars_per_token: float = 4.0) -> None: ...
+    def __new__(cls, chars_per_token: float = 4.0) -> HeuristicTokenizer: ...
     @property
     def name(self) -> str: ...
     @property
@@ -94,9 +105,9 @@ class HeuristicTokenizer:
 class CallableTokenizer:
     """Any ``(str) -> int`` callable as a token counter, with the chat accounting."""
 
-    def __init__(
-        self, counter: Callable[[str], int], name: str | None = None, exact: bool = False
-    ) -> None: ...
+    def __new__(
+        cls, counter: Callable[[str], int], name: str | None = None, exact: bool = False
+    ) -> CallableTokenizer: ...
     @property
     def name(self) -> str: ...
     @property

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tokenizer = Tokenizer.for_model(args.model)
     messages = load_trajectory()
-    system, conversation = messages[0], messages[1:]
+    conversation = messages[1:]
 
     started = time.perf_counter()
     counts = [tokenizer.count_message(m) for m in messages]
@@ -78,15 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         peak = max(peak, total)
         if evicted:
             evictions += 1
-            names = "; ".join(f"{m['role']}: {describe(m, 36)}" for m in evicted)
-            print(f"  after message {index:3d}: evicted {len(evicted)} ({names})")
-            print(f"                      now {len(history)} messages, {total} tokens")
+            print(f"  after message {index:3d}: evicted {len(evicted)} messages, "
+                  f"now {len(history)} messages, {total} tokens")
+            for message in evicted:
+                print(f"      - {message['role']:<9} {describe(message, 56)}")
         orphan = history[0]["role"] == "tool" if len(history) else False
         assert not orphan, "eviction split a tool call from its result"
         assert total <= budget, "the budget was exceeded"
     print(f"done: {evictions} evictions, peak {peak}/{budget} tokens, "
           f"{len(history)} messages kept, no tool result separated from its call")
-    _ = system
     return 0
 
 

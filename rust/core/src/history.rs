@@ -2,8 +2,8 @@
 //!
 //! Entries live in a ring buffer ([`VecDeque`]), so evicting k entries from the front costs O(k)
 //! and never shifts the rest. Each entry carries the running total of the tokens pushed before it,
-//! so the total is a subtraction and the eviction cut is found by binary search (O(log n)), then
-//! moved forward to the next group boundary.
+//! so the total is a subtraction and the eviction cut is found by a forward scan over the entries
+//! that leave (O(k)), then moved to the next group boundary.
 //!
 //! Snapshots are O(1) markers (a few integers and a liveness token). While at least one snapshot
 //! is alive, evicted entries are kept aside (moved, not copied) so a rollback can put them back;
@@ -179,8 +179,15 @@ impl<T> TokenHistory<T> {
         };
         // Here total > allowed, so the threshold is above the first entry's running total and
         // at least one entry goes. Smallest i whose suffix fits: cum_end - cum_before(i) <= allowed.
+        // A forward scan touches only the entries that will be evicted (plus the rest of the
+        // last group), so its cost is O(k) and stays in cache whatever the length of the
+        // history; a binary search over the whole buffer would cost O(log n) cache misses.
         let threshold = self.cum_end - allowed;
-        let first_fit = self.entries.partition_point(|e| e.cum_before < threshold);
+        let mut entries = self.entries.iter().enumerate();
+        let first_fit = entries
+            .by_ref()
+            .find(|(_, e)| e.cum_before >= threshold)
+            .map_or(self.entries.len(), |(i, _)| i);
         let cut = (first_fit..self.entries.len())
             .find(|&i| self.entries[i].starts_group)
             .unwrap_or(self.entries.len());
@@ -219,7 +226,7 @@ impl<T> TokenHistory<T> {
     /// Nothing is evicted while `total + overhead <= max_tokens`. If `overhead` alone exceeds the
     /// target, everything is evicted. Returns the evicted items, oldest first.
     ///
-    /// Cost: O(log n) to find the cut plus O(k) for the k entries removed.
+    /// Cost: O(k) for the k entries removed, independent of the length of the history.
     pub fn evict(
         &mut self,
         max_tokens: u64,

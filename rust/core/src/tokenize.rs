@@ -15,12 +15,15 @@
 //!
 //! Differential tests hold the counts to Python `tiktoken` and to `tiktoken-rs`.
 
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::LazyLock;
 
 use rayon::prelude::*;
 use regex::Regex;
+use regex_automata::hybrid::dfa::{Cache, DFA};
+use regex_automata::{Anchored, Input, MatchKind};
 use rustc_hash::FxHashMap;
 use tiktoken_rs::{CoreBPE, Rank};
 
@@ -163,13 +166,13 @@ impl Encoding {
 
     fn vocab(self) -> &'static Vocab {
         static CL100K: LazyLock<Vocab> =
-            LazyLock::new(|| Vocab::new(tiktoken_rs::cl100k_base_singleton(), Family::Cl100k));
+            LazyLock::new(|| Vocab::new(tiktoken_rs::cl100k_base_singleton(), Family::Cl100k, 0));
         static O200K: LazyLock<Vocab> =
-            LazyLock::new(|| Vocab::new(tiktoken_rs::o200k_base_singleton(), Family::O200k));
+            LazyLock::new(|| Vocab::new(tiktoken_rs::o200k_base_singleton(), Family::O200k, 1));
         static P50K: LazyLock<Vocab> =
-            LazyLock::new(|| Vocab::new(tiktoken_rs::p50k_base_singleton(), Family::Gpt2));
+            LazyLock::new(|| Vocab::new(tiktoken_rs::p50k_base_singleton(), Family::Gpt2, 2));
         static R50K: LazyLock<Vocab> =
-            LazyLock::new(|| Vocab::new(tiktoken_rs::r50k_base_singleton(), Family::Gpt2));
+            LazyLock::new(|| Vocab::new(tiktoken_rs::r50k_base_singleton(), Family::Gpt2, 3));
         match self {
             Encoding::Cl100kBase => &CL100K,
             Encoding::O200kBase => &O200K,
@@ -192,12 +195,24 @@ const MAX_RANK: Rank = 200_000;
 struct Vocab {
     bpe: &'static CoreBPE,
     ranks: FxHashMap<Vec<u8>, Rank>,
+    /// The split pattern as a lazy DFA, searched anchored at each piece start: one forward
+    /// pass per piece, no reverse search for the start (which is known).
+    dfa: DFA,
+    /// The same pattern for the rare case the lazy DFA gives up (it never should: the patterns
+    /// have no Unicode word boundary and the cache is never capped).
     splitter: Regex,
     family: Family,
+    /// Slot of this vocabulary's DFA cache in the thread-local [`DFA_CACHES`].
+    slot: usize,
+}
+
+thread_local! {
+    /// One lazy-DFA cache per thread and encoding (a cache belongs to one DFA).
+    static DFA_CACHES: RefCell<[Option<Cache>; 4]> = const { RefCell::new([None, None, None, None]) };
 }
 
 impl Vocab {
-    fn new(bpe: &'static CoreBPE, family: Family) -> Self {
+    fn new(bpe: &'static CoreBPE, family: Family, slot: usize) -> Self {
         let specials = bpe.special_tokens();
         let mut ranks = FxHashMap::default();
         for rank in 0..MAX_RANK {
@@ -213,42 +228,67 @@ impl Vocab {
             Family::O200k => PATTERN_O200K,
         };
         let splitter = Regex::new(pattern).expect("the encoding patterns are valid");
+        let dfa = DFA::builder()
+            .configure(
+                DFA::config()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .cache_capacity(8 << 20)
+                    .minimum_cache_clear_count(None),
+            )
+            .build(pattern)
+            .expect("the encoding patterns compile to a lazy DFA");
         Self {
             bpe,
             ranks,
+            dfa,
             splitter,
             family,
+            slot,
+        }
+    }
+
+    /// End of the piece starting at `start` (the pattern matches at every position).
+    #[inline]
+    fn piece_end(&self, cache: &mut Cache, text: &str, start: usize) -> usize {
+        let input = Input::new(text).range(start..).anchored(Anchored::Yes);
+        match self.dfa.try_search_fwd(cache, &input) {
+            Ok(Some(end)) if end.offset() > start => end.offset(),
+            _ => self
+                .splitter
+                .find_at(text, start)
+                .expect("every position starts a piece")
+                .end(),
         }
     }
 
     /// Calls `f` on each piece of `text`, in order, as `tiktoken`'s pattern splits it.
     #[inline]
     fn for_each_piece<'t>(&self, text: &'t str, mut f: impl FnMut(&'t str)) {
-        let mut start = 0;
-        while start < text.len() {
-            let found = self
-                .splitter
-                .find_at(text, start)
-                .expect("every position starts a piece");
-            debug_assert_eq!(found.start(), start);
-            let mut end = found.end();
-            if end < text.len() {
-                // `\s+(?!\S)`: a whitespace run followed by a non-space character leaves its last
-                // character to the next piece. Only the whitespace alternatives end a match with
-                // a white-space character that is not a newline (cl100k, o200k) or at all (gpt2).
-                let piece = &text[start..end];
-                let mut chars = piece.chars();
-                let last = chars.next_back().expect("pieces are not empty");
-                if last.is_whitespace()
-                    && (self.family == Family::Gpt2 || (last != '\n' && last != '\r'))
-                    && chars.next().is_some()
-                {
-                    end -= last.len_utf8();
+        DFA_CACHES.with(|caches| {
+            let mut caches = caches.borrow_mut();
+            let cache = caches[self.slot].get_or_insert_with(|| self.dfa.create_cache());
+            let mut start = 0;
+            while start < text.len() {
+                let mut end = self.piece_end(cache, text, start);
+                if end < text.len() {
+                    // `\s+(?!\S)`: a whitespace run followed by a non-space character leaves its
+                    // last character to the next piece. Only the whitespace alternatives end a
+                    // match with a white-space character that is not a newline (cl100k, o200k)
+                    // or at all (gpt2).
+                    let piece = &text[start..end];
+                    let mut chars = piece.chars();
+                    let last = chars.next_back().expect("pieces are not empty");
+                    if last.is_whitespace()
+                        && (self.family == Family::Gpt2 || (last != '\n' && last != '\r'))
+                        && chars.next().is_some()
+                    {
+                        end -= last.len_utf8();
+                    }
                 }
+                f(&text[start..end]);
+                start = end;
             }
-            f(&text[start..end]);
-            start = end;
-        }
+        });
     }
 
     #[inline]

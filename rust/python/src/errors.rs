@@ -94,6 +94,10 @@ pub fn extract_count(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
             format!("{what} must be an int, not bool"),
         ));
     }
+    // The common case first: one C call for an in-range int.
+    if let Ok(value) = obj.extract::<u64>() {
+        return Ok(value);
+    }
     let value: i128 = obj.extract().map_err(|_| {
         error(
             py,
@@ -101,18 +105,16 @@ pub fn extract_count(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
             format!("{what} must be an int, not {}", type_name(obj)),
         )
     })?;
-    u64::try_from(value).map_err(|_| {
-        let reason = if value < 0 {
-            "must be >= 0"
-        } else {
-            "must be < 2**64"
-        };
-        error(
-            py,
-            Kind::InvalidArgument,
-            format!("{what} {reason}, got {value}"),
-        )
-    })
+    let reason = if value < 0 {
+        "must be >= 0"
+    } else {
+        "must be < 2**64"
+    };
+    Err(error(
+        py,
+        Kind::InvalidArgument,
+        format!("{what} {reason}, got {value}"),
+    ))
 }
 
 /// A `str` argument as UTF-8; lone surrogates (which UTF-8 cannot carry) are an

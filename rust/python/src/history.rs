@@ -98,7 +98,10 @@ impl PyTokenHistory {
 
     /// Appends `item` with its token count; `starts_group=False` attaches it to the group of the
     /// previous entry (a tool result to its call).
-    #[pyo3(signature = (item, tokens, starts_group = None))]
+    #[pyo3(
+        signature = (item, tokens, starts_group = None),
+        text_signature = "(self, item, tokens, starts_group=True)"
+    )]
     fn push(
         &self,
         py: Python<'_>,
@@ -129,7 +132,10 @@ impl PyTokenHistory {
     /// Drops the oldest whole groups until `total + overhead <= target` (target: `low_watermark`
     /// if given, else `max_tokens`); nothing while `total + overhead <= max_tokens`. Returns the
     /// evicted items, oldest first.
-    #[pyo3(signature = (max_tokens, overhead = None, low_watermark = None))]
+    #[pyo3(
+        signature = (max_tokens, overhead = None, low_watermark = None),
+        text_signature = "(self, max_tokens, overhead=0, low_watermark=None)"
+    )]
     fn evict<'py>(
         &self,
         py: Python<'py>,

@@ -172,7 +172,7 @@ fn content_parts(content: &Bound<'_, PyAny>, index: usize) -> PyResult<Vec<RawPa
                     malformed(
                         part.py(),
                         index,
-                        format!("a {:?} part needs a str {key:?}", &*kind),
+                        format!("a '{}' part needs a str '{key}'", &*kind),
                     )
                 })?;
                 parts.push(RawPart::Text(text));
@@ -183,7 +183,7 @@ fn content_parts(content: &Bound<'_, PyAny>, index: usize) -> PyResult<Vec<RawPa
                     part.py(),
                     index,
                     format!(
-                        "unsupported content part type {other:?} (supported: text, refusal, image_url)"
+                        "unsupported content part type '{other}' (supported: text, refusal, image_url)"
                     ),
                 ));
             }
@@ -240,7 +240,7 @@ pub fn with_message<R>(
         return Err(malformed(
             py,
             index,
-            format!("unknown role {:?} (known: {})", &*role, ROLES.join(", ")),
+            format!("unknown role '{}' (known: {})", &*role, ROLES.join(", ")),
         ));
     }
     let raw_parts = match message.get_item("content")? {

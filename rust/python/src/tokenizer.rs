@@ -15,7 +15,7 @@ use crate::messages::with_message;
 /// Texts at least this long are counted with the GIL released.
 const DETACH_MIN_BYTES: usize = 16 * 1024;
 
-fn texts<'a, 'py>(strings: &'a [Bound<'py, PyAny>]) -> PyResult<Vec<&'a str>> {
+fn borrow_texts<'a, 'py>(strings: &'a [Bound<'py, PyAny>]) -> PyResult<Vec<&'a str>> {
     strings
         .iter()
         .enumerate()
@@ -109,10 +109,10 @@ impl PyTokenizer {
     fn count_many<'py>(
         &self,
         py: Python<'py>,
-        texts_: &Bound<'py, PyAny>,
+        texts: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let objects = collect(texts_, "texts")?;
-        let strs = texts(&objects)?;
+        let objects = collect(texts, "texts")?;
+        let strs = borrow_texts(&objects)?;
         let counts = py.detach(|| self.inner.count_many(&strs)).py_err(py)?;
         Ok(PyArray1::from_vec(py, counts))
     }
@@ -194,7 +194,7 @@ pub struct PyHeuristicTokenizer {
 #[pymethods]
 impl PyHeuristicTokenizer {
     #[new]
-    #[pyo3(signature = (chars_per_token = None))]
+    #[pyo3(signature = (chars_per_token = None), text_signature = "(chars_per_token=4.0)")]
     fn new(py: Python<'_>, chars_per_token: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let Some(chars_per_token) = chars_per_token else {
             return Ok(Self {
@@ -251,10 +251,10 @@ impl PyHeuristicTokenizer {
     fn count_many<'py>(
         &self,
         py: Python<'py>,
-        texts_: &Bound<'py, PyAny>,
+        texts: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let objects = collect(texts_, "texts")?;
-        let counts = texts(&objects)?
+        let objects = collect(texts, "texts")?;
+        let counts = borrow_texts(&objects)?
             .into_iter()
             .map(|text| u32::try_from(self.inner.count(text)).unwrap_or(u32::MAX))
             .collect();
@@ -357,10 +357,10 @@ impl PyCallableTokenizer {
     fn count_many<'py>(
         &self,
         py: Python<'py>,
-        texts_: &Bound<'py, PyAny>,
+        texts: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let objects = collect(texts_, "texts")?;
-        let counts = texts(&objects)?
+        let objects = collect(texts, "texts")?;
+        let counts = borrow_texts(&objects)?
             .into_iter()
             .map(|text| {
                 let count = self.call(py, text)?;
