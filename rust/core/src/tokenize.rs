@@ -355,55 +355,78 @@ fn merge_count_small(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
 /// the same order as [`merge_count_small`] (lowest rank first, leftmost among equal ranks), with a
 /// binary heap of candidate pairs and a linked list of parts.
 fn merge_count_large(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
+    /// A part of the piece, identified by its start offset.
+    #[derive(Clone, Copy)]
+    struct Part {
+        /// Start of the next part (`len` for the last one).
+        next: u32,
+        /// Start of the previous part.
+        prev: u32,
+        /// Rank of this part merged with the next one (`Rank::MAX`: none, or not a part).
+        pair_rank: Rank,
+    }
     let len = piece.len();
     if len < 2 {
         return len;
     }
+    let Ok(len32) = u32::try_from(len) else {
+        // Pieces over 4 GiB: the same algorithm with wide indices is not worth a second copy.
+        return tiktoken_rs::byte_pair_split(piece, ranks).len();
+    };
     let rank_of = |bytes: &[u8]| ranks.get(bytes).copied().unwrap_or(Rank::MAX);
-    // Parts are identified by their start; next[i] is the start of the part after part i.
-    let mut next: Vec<usize> = (1..=len).collect();
-    let mut prev: Vec<usize> = (0..len).map(|i| i.wrapping_sub(1)).collect();
-    // pair_rank[i]: rank of part i merged with the next part (MAX when none, or i is no part).
-    let mut pair_rank = vec![Rank::MAX; len];
-    let mut heap = BinaryHeap::with_capacity(len);
+    // Heap entries pack (rank, start) into one u64 so the order is one integer compare.
+    let key = |rank: Rank, start: u32| Reverse((u64::from(rank) << 32) | u64::from(start));
+    let mut parts: Vec<Part> = (0..len32)
+        .map(|i| Part {
+            next: i + 1,
+            prev: i.wrapping_sub(1),
+            pair_rank: Rank::MAX,
+        })
+        .collect();
+    let mut heap = Vec::with_capacity(len);
     for i in 0..len - 1 {
         let rank = rank_of(&piece[i..i + 2]);
         if rank != Rank::MAX {
-            pair_rank[i] = rank;
-            heap.push(Reverse((rank, i)));
+            parts[i].pair_rank = rank;
+            heap.push(key(rank, i as u32));
         }
     }
-    let mut parts = len;
-    while let Some(Reverse((rank, left))) = heap.pop() {
+    let mut heap = BinaryHeap::from(heap);
+    let mut count = len;
+    while let Some(Reverse(packed)) = heap.pop() {
+        let rank = (packed >> 32) as Rank;
+        let left = (packed & u64::from(u32::MAX)) as usize;
         // A rank names one byte string, so an entry is current iff the rank still matches.
-        if pair_rank[left] != rank {
+        if parts[left].pair_rank != rank {
             continue;
         }
-        let right = next[left];
-        let end = next[right];
-        next[left] = end;
-        if end < len {
-            prev[end] = left;
+        let right = parts[left].next as usize;
+        let end = parts[right].next;
+        parts[left].next = end;
+        if end < len32 {
+            parts[end as usize].prev = left as u32;
         }
-        pair_rank[right] = Rank::MAX;
-        parts -= 1;
-        pair_rank[left] = if end < len {
-            rank_of(&piece[left..next[end]])
+        parts[right].pair_rank = Rank::MAX;
+        count -= 1;
+        let after = if end < len32 {
+            rank_of(&piece[left..parts[end as usize].next as usize])
         } else {
             Rank::MAX
         };
-        if pair_rank[left] != Rank::MAX {
-            heap.push(Reverse((pair_rank[left], left)));
+        parts[left].pair_rank = after;
+        if after != Rank::MAX {
+            heap.push(key(after, left as u32));
         }
         if left > 0 {
-            let before = prev[left];
-            pair_rank[before] = rank_of(&piece[before..end]);
-            if pair_rank[before] != Rank::MAX {
-                heap.push(Reverse((pair_rank[before], before)));
+            let before = parts[left].prev as usize;
+            let merged = rank_of(&piece[before..end as usize]);
+            parts[before].pair_rank = merged;
+            if merged != Rank::MAX {
+                heap.push(key(merged, before as u32));
             }
         }
     }
-    parts
+    count
 }
 
 /// An exact tokenizer of one [`Encoding`]. Cheap to create and to copy: the vocabulary is shared
