@@ -1,6 +1,8 @@
 """Token counting throughput (MB/s of UTF-8) against Python tiktoken on the same texts:
 prose (human chats), JSON tool output (tau-bench tool results), code and terminal output
-(SWE-agent observations), single thread and batch, plus the worst case "a" * 10^6.
+(SWE-agent observations), one text at a time on one thread, and all texts at once on all cores
+(`count_many` against the faster of tiktoken's `encode_ordinary_batch` and a plain loop), plus the
+worst case "a" * 10^6.
 
 Counts are checked to be identical before anything is timed.
 """
@@ -42,7 +44,7 @@ def main() -> None:
     tiktoken = offline_tiktoken()
     results: dict[str, Any] = {}
     table = [["encoding", "corpus", "MB", "ctxwindow count MB/s", "tiktoken MB/s",
-              "ratio (1 thread)", "count_many MB/s", "tiktoken batch MB/s", "ratio (batch)"]]
+              "ratio (1 thread)", "count_many MB/s", "tiktoken best MB/s", "ratio (all cores)"]]
     for encoding in ("o200k_base", "cl100k_base"):
         ours = Tokenizer(encoding)
         reference = tiktoken.get_encoding(encoding)
@@ -64,13 +66,17 @@ def main() -> None:
             t_many = best_seconds(lambda: ours.count_many(texts), repeat=3, min_time=0.5)
             t_batch = best_seconds(lambda: reference.encode_ordinary_batch(texts), repeat=3,
                                    min_time=0.5)
+            # The peer of count_many is tiktoken's faster way on these texts: its threaded
+            # encode_ordinary_batch, or a plain loop when the batch overhead loses.
+            t_peer = min(t_batch, t_ref)
             row = {"megabytes": size, "ours_mb_s": size / t_ours, "tiktoken_mb_s": size / t_ref,
                    "ratio_single": t_ref / t_ours, "count_many_mb_s": size / t_many,
-                   "tiktoken_batch_mb_s": size / t_batch, "ratio_batch": t_batch / t_many}
+                   "tiktoken_batch_mb_s": size / t_batch, "tiktoken_best_mb_s": size / t_peer,
+                   "ratio_batch": t_peer / t_many}
             results[f"{encoding}/{name}"] = row
             table.append([encoding, name, f"{size:.1f}", f"{row['ours_mb_s']:.1f}",
                           f"{row['tiktoken_mb_s']:.1f}", f"**{row['ratio_single']:.2f}x**",
-                          f"{row['count_many_mb_s']:.1f}", f"{row['tiktoken_batch_mb_s']:.1f}",
+                          f"{row['count_many_mb_s']:.1f}", f"{row['tiktoken_best_mb_s']:.1f}",
                           f"{row['ratio_batch']:.2f}x"])
         worst = "a" * 1_000_000
         assert ours.count(worst) == len(reference.encode_ordinary(worst))

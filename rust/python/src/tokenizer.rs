@@ -41,6 +41,29 @@ fn collect<'py>(iterable: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<Bound<
     iter.collect()
 }
 
+/// Counts of many texts with any text counter, as a numpy uint32 array.
+fn count_many_with<'py>(
+    texts: &Bound<'py, PyAny>,
+    mut count: impl FnMut(&str) -> PyResult<u64>,
+) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    let py = texts.py();
+    let objects = collect(texts, "texts")?;
+    let counts = borrow_texts(&objects)?
+        .into_iter()
+        .map(|text| {
+            let tokens = count(text)?;
+            u32::try_from(tokens).map_err(|_| {
+                error(
+                    py,
+                    Kind::InvalidArgument,
+                    format!("count {tokens} exceeds 2**32 - 1"),
+                )
+            })
+        })
+        .collect::<PyResult<Vec<u32>>>()?;
+    Ok(PyArray1::from_vec(py, counts))
+}
+
 /// Chat accounting of `messages` with any text counter.
 fn count_messages_with(
     messages: &Bound<'_, PyAny>,
@@ -248,17 +271,8 @@ impl PyHeuristicTokenizer {
     }
 
     /// Estimates of many texts as a numpy uint32 array.
-    fn count_many<'py>(
-        &self,
-        py: Python<'py>,
-        texts: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let objects = collect(texts, "texts")?;
-        let counts = borrow_texts(&objects)?
-            .into_iter()
-            .map(|text| u32::try_from(self.inner.count(text)).unwrap_or(u32::MAX))
-            .collect();
-        Ok(PyArray1::from_vec(py, counts))
+    fn count_many<'py>(&self, texts: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        count_many_with(texts, |text| Ok(self.inner.count(text)))
     }
 
     /// Estimated tokens of one chat message (framing included).
@@ -359,21 +373,7 @@ impl PyCallableTokenizer {
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let objects = collect(texts, "texts")?;
-        let counts = borrow_texts(&objects)?
-            .into_iter()
-            .map(|text| {
-                let count = self.call(py, text)?;
-                u32::try_from(count).map_err(|_| {
-                    error(
-                        py,
-                        Kind::InvalidArgument,
-                        format!("count {count} exceeds 2**32 - 1"),
-                    )
-                })
-            })
-            .collect::<PyResult<Vec<u32>>>()?;
-        Ok(PyArray1::from_vec(py, counts))
+        count_many_with(texts, |text| self.call(py, text))
     }
 
     /// Tokens of one chat message (framing included).
