@@ -16,6 +16,8 @@ __all__ = [
     "encoding_names",
     "encoding_for_model",
     "image_tokens",
+    "score_columns",
+    "select_columns",
 ]
 
 @final
@@ -120,3 +122,34 @@ class CallableTokenizer:
 def encoding_names() -> list[str]: ...
 def encoding_for_model(model: str) -> str: ...
 def image_tokens(detail: str = "auto", width: int | None = None, height: int | None = None) -> int: ...
+
+def score_columns(
+    policy_name: str,
+    current_turn: int,
+    params: Mapping[str, Any],
+    *,
+    tokens: npt.NDArray[np.int64] | None = None,
+    created_turn: npt.NDArray[np.int64] | None = None,
+    last_access_turn: npt.NDArray[np.int64] | None = None,
+    access_count: npt.NDArray[np.int64] | None = None,
+    content_type: npt.NDArray[np.uint8] | None = None,
+    priority: npt.NDArray[Any] | None = None,
+    pinned: npt.NDArray[np.bool_] | None = None,
+    reference_count: npt.NDArray[np.int64] | None = None,
+    embedding: npt.NDArray[Any] | None = None,
+    task_embedding: npt.NDArray[Any] | None = None,
+    threads: int | None = None,
+) -> npt.NDArray[np.float64]:
+    """Scores over normalized columns; use ``ctxwindow.scoring.score``."""
+
+def select_columns(
+    scores: npt.NDArray[np.float64],
+    tokens: npt.NDArray[np.int64] | None = None,
+    pinned: npt.NDArray[np.bool_] | None = None,
+    content_type: npt.NDArray[np.uint8] | None = None,
+    *,
+    target_free_tokens: int | None = None,
+    ratio: float | None = None,
+    min_keep: int = 0,
+) -> npt.NDArray[np.int64]:
+    """Eviction indices over normalized columns; use ``ctxwindow.scoring.select_evictions``."""

@@ -8,6 +8,8 @@
 //! - [`Tokenizer`]: exact token counts, identical to OpenAI's `tiktoken` (`encode_ordinary`), for
 //!   `cl100k_base`, `o200k_base`, `p50k_base` and `r50k_base`, through a counting path that never
 //!   materializes token ids; plus the chat accounting of [`chat`].
+//! - [`score`] and [`select`]: batch retention scoring of millions of items from columns, and the
+//!   choice of what to evict.
 //!
 //! ```
 //! use ctxwindow_core::{TokenHistory, Tokenizer};
@@ -29,6 +31,8 @@ pub mod chat;
 mod error;
 pub mod history;
 pub mod image;
+pub mod score;
+pub mod select;
 pub mod tokenize;
 
 pub use error::{Error, Result};

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod errors;
 mod history;
 mod messages;
+mod scoring;
 mod tokenizer;
 
 #[pymodule]
@@ -19,5 +20,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tokenizer::encoding_names, m)?)?;
     m.add_function(wrap_pyfunction!(tokenizer::encoding_for_model, m)?)?;
     m.add_function(wrap_pyfunction!(tokenizer::image_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(scoring::score_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(scoring::select_columns, m)?)?;
     Ok(())
 }

@@ -1,0 +1,872 @@
+//! Batch retention scoring: one fused pass per item over caller-owned columns, no temporaries,
+//! parallel over chunks for large inputs with results bitwise identical to one thread (each item
+//! is computed by the same code whatever the chunking).
+//!
+//! Scores are `f64`, higher = keep. Pinned items and system prompts score `+inf` under every
+//! policy. Decay terms `exp(-age / scale)` with small non-negative integer ages come from a table
+//! filled per call with the same `exp`, so they are bitwise equal to computing them directly.
+
+use rayon::prelude::*;
+
+use crate::{Error, Result};
+
+/// Content types, as `u8` codes in the `content_type` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ContentType {
+    /// Never evicted.
+    SystemPrompt = 0,
+    /// A tool's definition.
+    ToolDefinition = 1,
+    /// A user message.
+    UserMessage = 2,
+    /// An assistant response.
+    AssistantResponse = 3,
+    /// A tool result.
+    ToolResult = 4,
+    /// Injected memory.
+    MemoryInjection = 5,
+}
+
+/// Number of content types.
+pub const CONTENT_TYPES: usize = 6;
+
+/// A column of floats in either precision.
+#[derive(Debug, Clone, Copy)]
+pub enum Floats<'a> {
+    /// `float32` values.
+    F32(&'a [f32]),
+    /// `float64` values.
+    F64(&'a [f64]),
+}
+
+impl Floats<'_> {
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Floats::F32(v) => v.len(),
+            Floats::F64(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> f64 {
+        match self {
+            Floats::F32(v) => f64::from(v[i]),
+            Floats::F64(v) => v[i],
+        }
+    }
+
+    fn first_non_finite(&self) -> Option<usize> {
+        match self {
+            Floats::F32(v) => v.iter().position(|x| !x.is_finite()),
+            Floats::F64(v) => v.iter().position(|x| !x.is_finite()),
+        }
+    }
+}
+
+/// The input columns; every given column has the same length `len`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Columns<'a> {
+    /// Tokens of each item (>= 0).
+    pub tokens: Option<&'a [i64]>,
+    /// Turn each item was created at.
+    pub created_turn: Option<&'a [i64]>,
+    /// Turn each item was last used at.
+    pub last_access_turn: Option<&'a [i64]>,
+    /// How often each item was used (>= 0).
+    pub access_count: Option<&'a [i64]>,
+    /// [`ContentType`] codes (0..=5).
+    pub content_type: Option<&'a [u8]>,
+    /// Explicit priority in [0, 1] (the `explicit` term of `priority` when not pinned).
+    pub priority: Option<Floats<'a>>,
+    /// Pinned items (never evicted, score `+inf`).
+    pub pinned: Option<&'a [bool]>,
+    /// How many later items refer to each item (>= 0).
+    pub reference_count: Option<&'a [i64]>,
+    /// Row-major `n x dim` embeddings.
+    pub embedding: Option<Floats<'a>>,
+    /// The task embedding (`dim` values).
+    pub task_embedding: Option<Floats<'a>>,
+}
+
+/// `retention`: `recency_weight * exp(-age / max(max_age_turns, 1)) + frequency_weight *
+/// min(ln(access_count + 1) / ln 5, 1)`, `age = max(current - last_access_turn, 0)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetentionParams {
+    /// Age scale in turns (values below 1 count as 1).
+    pub max_age_turns: f64,
+    /// Weight of the recency term.
+    pub recency_weight: f64,
+    /// Weight of the frequency term.
+    pub frequency_weight: f64,
+}
+
+impl Default for RetentionParams {
+    fn default() -> Self {
+        Self {
+            max_age_turns: 30.0,
+            recency_weight: 0.7,
+            frequency_weight: 0.3,
+        }
+    }
+}
+
+/// `fifo`: `exp(-(current - created_turn) / half_life)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FifoParams {
+    /// Decay scale in turns (> 0).
+    pub half_life: f64,
+}
+
+impl Default for FifoParams {
+    fn default() -> Self {
+        Self { half_life: 10.0 }
+    }
+}
+
+/// `lru`: `exp(-(current - last_access_turn) / half_life)`; items never referenced
+/// (`reference_count == 0`, when that column is given) score `unreferenced_score`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LruParams {
+    /// Decay scale in turns (> 0).
+    pub half_life: f64,
+    /// Score of never-referenced items.
+    pub unreferenced_score: f64,
+}
+
+impl Default for LruParams {
+    fn default() -> Self {
+        Self {
+            half_life: 5.0,
+            unreferenced_score: 0.3,
+        }
+    }
+}
+
+/// `priority`: `weights · [recency, semantic, source, reuse, explicit]` with recency
+/// `exp(-age / recency_turns)` (`age = max(current - last_access_turn, 0)`), semantic
+/// `max(cosine(embedding, task_embedding), 0)` (or `no_embedding_semantic`), source the prestige
+/// of the content type (or `unknown_source` without that column), reuse
+/// `min(reference_count / reuse_saturation, 1)` (0 without that column), explicit 1 if pinned,
+/// else the `priority` column clamped to [0, 1], else 0.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PriorityParams {
+    /// Weights of recency, semantic, source, reuse, explicit.
+    pub weights: [f64; 5],
+    /// Recency scale in turns (> 0).
+    pub recency_turns: f64,
+    /// Prestige of each content type, by code.
+    pub source_prestige: [f64; CONTENT_TYPES],
+    /// Source term without a content type column.
+    pub unknown_source: f64,
+    /// Reference count at which reuse saturates (> 0).
+    pub reuse_saturation: f64,
+    /// Semantic term without embeddings.
+    pub no_embedding_semantic: f64,
+}
+
+impl Default for PriorityParams {
+    fn default() -> Self {
+        Self {
+            weights: [0.30, 0.25, 0.20, 0.15, 0.10],
+            recency_turns: 15.0,
+            // system, tool_definition, user, assistant, tool_result, memory
+            source_prestige: [1.0, 0.9, 1.0, 0.5, 0.3, 0.7],
+            unknown_source: 0.5,
+            reuse_saturation: 5.0,
+            no_embedding_semantic: 0.5,
+        }
+    }
+}
+
+/// `type_ttl`: `max(1 - age / ttl[type], 0)` with `age = max(current - created_turn, 0)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TypeTtlParams {
+    /// TTL in turns of each content type, by code (> 0).
+    pub ttl: [f64; CONTENT_TYPES],
+}
+
+impl Default for TypeTtlParams {
+    fn default() -> Self {
+        Self {
+            ttl: [50.0, 50.0, 50.0, 30.0, 8.0, 20.0],
+        }
+    }
+}
+
+/// `hybrid`: `weights · [fifo, lru, priority, type_ttl]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HybridParams {
+    /// Weights of fifo, lru, priority, type_ttl.
+    pub weights: [f64; 4],
+    /// Parameters of the fifo term.
+    pub fifo: FifoParams,
+    /// Parameters of the lru term.
+    pub lru: LruParams,
+    /// Parameters of the priority term.
+    pub priority: PriorityParams,
+    /// Parameters of the type_ttl term.
+    pub type_ttl: TypeTtlParams,
+}
+
+impl Default for HybridParams {
+    fn default() -> Self {
+        Self {
+            weights: [0.15, 0.15, 0.40, 0.30],
+            fifo: FifoParams::default(),
+            lru: LruParams::default(),
+            priority: PriorityParams::default(),
+            type_ttl: TypeTtlParams::default(),
+        }
+    }
+}
+
+/// A scoring policy with its parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Policy {
+    /// See [`RetentionParams`].
+    Retention(RetentionParams),
+    /// See [`FifoParams`].
+    Fifo(FifoParams),
+    /// See [`LruParams`].
+    Lru(LruParams),
+    /// See [`PriorityParams`].
+    Priority(PriorityParams),
+    /// See [`TypeTtlParams`].
+    TypeTtl(TypeTtlParams),
+    /// See [`HybridParams`].
+    Hybrid(HybridParams),
+}
+
+impl Policy {
+    /// Names of the policies.
+    pub const NAMES: [&'static str; 6] =
+        ["retention", "fifo", "lru", "priority", "type_ttl", "hybrid"];
+
+    /// The policy of that name with default parameters.
+    pub fn by_name(name: &str) -> Result<Self> {
+        Ok(match name {
+            "retention" => Policy::Retention(RetentionParams::default()),
+            "fifo" => Policy::Fifo(FifoParams::default()),
+            "lru" => Policy::Lru(LruParams::default()),
+            "priority" => Policy::Priority(PriorityParams::default()),
+            "type_ttl" => Policy::TypeTtl(TypeTtlParams::default()),
+            "hybrid" => Policy::Hybrid(HybridParams::default()),
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown policy {name:?}; known policies: {}",
+                    Self::NAMES.join(", ")
+                )));
+            }
+        })
+    }
+
+    /// The policy's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Policy::Retention(_) => "retention",
+            Policy::Fifo(_) => "fifo",
+            Policy::Lru(_) => "lru",
+            Policy::Priority(_) => "priority",
+            Policy::TypeTtl(_) => "type_ttl",
+            Policy::Hybrid(_) => "hybrid",
+        }
+    }
+
+    fn required_columns(&self) -> &'static [&'static str] {
+        match self {
+            Policy::Retention(_) => &["last_access_turn", "access_count"],
+            Policy::Fifo(_) => &["created_turn"],
+            Policy::Lru(_) | Policy::Priority(_) => &["last_access_turn"],
+            Policy::TypeTtl(_) => &["created_turn", "content_type"],
+            Policy::Hybrid(_) => &["created_turn", "last_access_turn", "content_type"],
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        fn finite(name: &str, value: f64) -> Result<()> {
+            if value.is_finite() {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument(format!(
+                    "parameter {name} must be a finite number, got {value}"
+                )))
+            }
+        }
+        fn positive(name: &str, value: f64) -> Result<()> {
+            if value.is_finite() && value > 0.0 {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument(format!(
+                    "parameter {name} must be a finite number > 0, got {value}"
+                )))
+            }
+        }
+        fn priority(p: &PriorityParams) -> Result<()> {
+            p.weights.iter().try_for_each(|&w| finite("weights", w))?;
+            positive("recency_turns", p.recency_turns)?;
+            p.source_prestige
+                .iter()
+                .try_for_each(|&w| finite("source_prestige", w))?;
+            finite("unknown_source", p.unknown_source)?;
+            positive("reuse_saturation", p.reuse_saturation)?;
+            finite("no_embedding_semantic", p.no_embedding_semantic)
+        }
+        fn ttl(p: &TypeTtlParams) -> Result<()> {
+            p.ttl.iter().try_for_each(|&t| positive("ttl", t))
+        }
+        match self {
+            Policy::Retention(p) => {
+                finite("max_age_turns", p.max_age_turns)?;
+                finite("recency_weight", p.recency_weight)?;
+                finite("frequency_weight", p.frequency_weight)
+            }
+            Policy::Fifo(p) => positive("half_life", p.half_life),
+            Policy::Lru(p) => {
+                positive("half_life", p.half_life)?;
+                finite("unreferenced_score", p.unreferenced_score)
+            }
+            Policy::Priority(p) => priority(p),
+            Policy::TypeTtl(p) => ttl(p),
+            Policy::Hybrid(p) => {
+                p.weights.iter().try_for_each(|&w| finite("weights", w))?;
+                positive("fifo.half_life", p.fifo.half_life)?;
+                positive("lru.half_life", p.lru.half_life)?;
+                finite("lru.unreferenced_score", p.lru.unreferenced_score)?;
+                priority(&p.priority)?;
+                ttl(&p.type_ttl)
+            }
+        }
+    }
+}
+
+/// Ages below this come from a per-call table of `exp(-age / scale)`.
+const DECAY_TABLE: usize = 1024;
+
+/// `exp(-age / scale)` for integer ages, tabulated for small non-negative ones.
+struct Decay {
+    scale: f64,
+    table: Vec<f64>,
+}
+
+impl Decay {
+    fn new(scale: f64) -> Self {
+        let table = (0..DECAY_TABLE)
+            .map(|age| (-(age as f64) / scale).exp())
+            .collect();
+        Self { scale, table }
+    }
+
+    #[inline]
+    fn at(&self, age: i64) -> f64 {
+        match usize::try_from(age) {
+            Ok(age) if age < DECAY_TABLE => self.table[age],
+            _ => (-(age as f64) / self.scale).exp(),
+        }
+    }
+}
+
+/// `min(ln(count + 1) / ln 5, 1)` for counts >= 0: only 0..=3 are below 1.
+#[inline]
+fn frequency(count: i64) -> f64 {
+    if count >= 4 {
+        1.0
+    } else {
+        ((count + 1) as f64).ln() / 5f64.ln()
+    }
+}
+
+/// Below this many items, scoring stays on the calling thread.
+const PARALLEL_MIN_ITEMS: usize = 1 << 15;
+const CHUNK: usize = 1 << 14;
+
+fn check_len(name: &str, len: usize, n: usize) -> Result<()> {
+    if len == n {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "column {name} has {len} values but the other columns have {n}"
+        )))
+    }
+}
+
+fn check_non_negative(name: &str, values: &[i64]) -> Result<()> {
+    match values.iter().position(|&v| v < 0) {
+        None => Ok(()),
+        Some(i) => Err(Error::InvalidArgument(format!(
+            "column {name} must be >= 0, got {} at index {i}",
+            values[i]
+        ))),
+    }
+}
+
+impl Columns<'_> {
+    /// Number of items: the length of the given columns, which must agree.
+    pub fn len(&self) -> Result<usize> {
+        let mut n: Option<(usize, &str)> = None;
+        let mut see = |name: &'static str, len: Option<usize>| -> Result<()> {
+            if let Some(len) = len {
+                match n {
+                    None => n = Some((len, name)),
+                    Some((m, first)) if m != len => {
+                        return Err(Error::InvalidArgument(format!(
+                            "column {name} has {len} values but column {first} has {m}"
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            Ok(())
+        };
+        see("tokens", self.tokens.map(<[i64]>::len))?;
+        see("created_turn", self.created_turn.map(<[i64]>::len))?;
+        see("last_access_turn", self.last_access_turn.map(<[i64]>::len))?;
+        see("access_count", self.access_count.map(<[i64]>::len))?;
+        see("content_type", self.content_type.map(<[u8]>::len))?;
+        see("priority", self.priority.as_ref().map(Floats::len))?;
+        see("pinned", self.pinned.map(<[bool]>::len))?;
+        see("reference_count", self.reference_count.map(<[i64]>::len))?;
+        Ok(n.map_or(0, |(len, _)| len))
+    }
+
+    /// Checks the values: lengths, ranges, finiteness, embedding shape. Returns `(n, dim)`.
+    fn validate(&self, policy: &Policy) -> Result<(usize, usize)> {
+        let n = self.len()?;
+        for &name in policy.required_columns() {
+            let given = match name {
+                "created_turn" => self.created_turn.is_some(),
+                "last_access_turn" => self.last_access_turn.is_some(),
+                "access_count" => self.access_count.is_some(),
+                _ => self.content_type.is_some(),
+            };
+            if !given {
+                return Err(Error::InvalidArgument(format!(
+                    "policy {:?} needs the column {name}",
+                    policy.name()
+                )));
+            }
+        }
+        if let Some(tokens) = self.tokens {
+            check_non_negative("tokens", tokens)?;
+        }
+        if let Some(counts) = self.access_count {
+            check_non_negative("access_count", counts)?;
+        }
+        if let Some(counts) = self.reference_count {
+            check_non_negative("reference_count", counts)?;
+        }
+        if let Some(types) = self.content_type
+            && let Some(i) = types.iter().position(|&t| usize::from(t) >= CONTENT_TYPES)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "column content_type must hold codes 0..=5, got {} at index {i}",
+                types[i]
+            )));
+        }
+        if let Some(priority) = &self.priority
+            && let Some(i) = priority.first_non_finite()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "column priority must be finite, got {} at index {i}",
+                priority.get(i)
+            )));
+        }
+        let dim = match (&self.embedding, &self.task_embedding) {
+            (None, None) => 0,
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(Error::InvalidArgument(
+                    "embedding and task_embedding must be given together".to_owned(),
+                ));
+            }
+            (Some(embedding), Some(task)) => {
+                let dim = task.len();
+                if dim == 0 {
+                    return Err(Error::InvalidArgument(
+                        "task_embedding must not be empty".to_owned(),
+                    ));
+                }
+                if embedding.len() != n * dim {
+                    return Err(Error::InvalidArgument(format!(
+                        "embedding must be {n} x {dim} (n items x the task_embedding's \
+                         dimension), got {} values",
+                        embedding.len()
+                    )));
+                }
+                if let Some(i) = task.first_non_finite() {
+                    return Err(Error::InvalidArgument(format!(
+                        "task_embedding must be finite, got {} at index {i}",
+                        task.get(i)
+                    )));
+                }
+                if let Some(i) = embedding.first_non_finite() {
+                    return Err(Error::InvalidArgument(format!(
+                        "embedding must be finite, got {} at row {}, column {}",
+                        embedding.get(i),
+                        i / dim,
+                        i % dim
+                    )));
+                }
+                dim
+            }
+        };
+        Ok((n, dim))
+    }
+}
+
+/// Dot product with eight independent f64 accumulators (vectorizes; fixed order, so the same
+/// result on every thread).
+#[inline]
+fn dot<A: Copy + Into<f64>, B: Copy + Into<f64>>(a: &[A], b: &[B]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let mut chunks_a = a.chunks_exact(8);
+    let mut chunks_b = b.chunks_exact(8);
+    for (ca, cb) in chunks_a.by_ref().zip(chunks_b.by_ref()) {
+        for k in 0..8 {
+            acc[k] += ca[k].into() * cb[k].into();
+        }
+    }
+    let mut tail = 0.0;
+    for (&x, &y) in chunks_a.remainder().iter().zip(chunks_b.remainder()) {
+        tail += x.into() * y.into();
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
+/// Cosine similarity of each row of `embedding` with `task`, clamped at 0 (zero-norm rows: 0).
+struct Semantic<'a> {
+    embedding: Floats<'a>,
+    task: Floats<'a>,
+    task_norm: f64,
+    dim: usize,
+}
+
+impl Semantic<'_> {
+    #[inline]
+    fn at(&self, i: usize) -> f64 {
+        let range = i * self.dim..(i + 1) * self.dim;
+        let (dot_task, norm2) = match (&self.embedding, &self.task) {
+            (Floats::F32(e), Floats::F32(t)) => {
+                (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
+            }
+            (Floats::F32(e), Floats::F64(t)) => {
+                (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
+            }
+            (Floats::F64(e), Floats::F32(t)) => {
+                (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
+            }
+            (Floats::F64(e), Floats::F64(t)) => {
+                (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
+            }
+        };
+        let denominator = norm2.sqrt() * self.task_norm;
+        if denominator == 0.0 {
+            0.0
+        } else {
+            (dot_task / denominator).max(0.0)
+        }
+    }
+}
+
+/// Everything one item's score needs, prepared once per call.
+struct Kernel<'a> {
+    policy: Policy,
+    current: i64,
+    cols: Columns<'a>,
+    decay_a: Decay,
+    decay_b: Decay,
+    decay_c: Decay,
+    semantic: Option<Semantic<'a>>,
+}
+
+impl Kernel<'_> {
+    #[inline]
+    fn age_since(&self, turns: &[i64], i: usize) -> i64 {
+        self.current.saturating_sub(turns[i])
+    }
+
+    #[inline]
+    fn fifo(&self, decay: &Decay, i: usize) -> f64 {
+        let created = self.cols.created_turn.expect("validated");
+        decay.at(self.age_since(created, i))
+    }
+
+    #[inline]
+    fn lru(&self, p: &LruParams, decay: &Decay, i: usize) -> f64 {
+        if let Some(refs) = self.cols.reference_count
+            && refs[i] == 0
+        {
+            return p.unreferenced_score;
+        }
+        let last = self.cols.last_access_turn.expect("validated");
+        decay.at(self.age_since(last, i))
+    }
+
+    #[inline]
+    fn priority(&self, p: &PriorityParams, decay: &Decay, i: usize) -> f64 {
+        let last = self.cols.last_access_turn.expect("validated");
+        let recency = decay.at(self.age_since(last, i).max(0));
+        let semantic = self
+            .semantic
+            .as_ref()
+            .map_or(p.no_embedding_semantic, |s| s.at(i));
+        let source = self
+            .cols
+            .content_type
+            .map_or(p.unknown_source, |t| p.source_prestige[usize::from(t[i])]);
+        let reuse = self
+            .cols
+            .reference_count
+            .map_or(0.0, |r| (r[i] as f64 / p.reuse_saturation).min(1.0));
+        let explicit = if self.cols.pinned.is_some_and(|pinned| pinned[i]) {
+            1.0
+        } else {
+            self.cols
+                .priority
+                .as_ref()
+                .map_or(0.0, |v| v.get(i).clamp(0.0, 1.0))
+        };
+        let w = &p.weights;
+        w[0] * recency + w[1] * semantic + w[2] * source + w[3] * reuse + w[4] * explicit
+    }
+
+    #[inline]
+    fn type_ttl(&self, p: &TypeTtlParams, i: usize) -> f64 {
+        let created = self.cols.created_turn.expect("validated");
+        let types = self.cols.content_type.expect("validated");
+        let age = self.age_since(created, i).max(0) as f64;
+        (1.0 - age / p.ttl[usize::from(types[i])]).max(0.0)
+    }
+
+    #[inline]
+    fn score(&self, i: usize) -> f64 {
+        if self.cols.pinned.is_some_and(|pinned| pinned[i])
+            || self
+                .cols
+                .content_type
+                .is_some_and(|t| t[i] == ContentType::SystemPrompt as u8)
+        {
+            return f64::INFINITY;
+        }
+        match &self.policy {
+            Policy::Retention(p) => {
+                let last = self.cols.last_access_turn.expect("validated");
+                let access = self.cols.access_count.expect("validated");
+                let age = self.age_since(last, i).max(0);
+                p.recency_weight * self.decay_a.at(age) + p.frequency_weight * frequency(access[i])
+            }
+            Policy::Fifo(_) => self.fifo(&self.decay_a, i),
+            Policy::Lru(p) => self.lru(p, &self.decay_a, i),
+            Policy::Priority(p) => self.priority(p, &self.decay_a, i),
+            Policy::TypeTtl(p) => self.type_ttl(p, i),
+            Policy::Hybrid(p) => {
+                let w = &p.weights;
+                w[0] * self.fifo(&self.decay_a, i)
+                    + w[1] * self.lru(&p.lru, &self.decay_b, i)
+                    + w[2] * self.priority(&p.priority, &self.decay_c, i)
+                    + w[3] * self.type_ttl(&p.type_ttl, i)
+            }
+        }
+    }
+}
+
+/// Scores every item into `out` (one value per item). `threads`: `None` uses the global pool
+/// (all cores) for large inputs, `Some(1)` stays on the calling thread, `Some(k)` uses k threads;
+/// the results are bitwise identical in every case.
+///
+/// Errors, with `out` untouched: columns of different lengths, a column the policy needs but
+/// missing, negative tokens or counts, content types outside 0..=5, NaN or infinite floats, an
+/// embedding whose shape does not match the task embedding, invalid parameters, `out` of the
+/// wrong length.
+pub fn score(
+    policy: &Policy,
+    current_turn: i64,
+    columns: &Columns<'_>,
+    out: &mut [f64],
+    threads: Option<usize>,
+) -> Result<()> {
+    policy.validate()?;
+    let (n, dim) = columns.validate(policy)?;
+    check_len("out", out.len(), n)?;
+    if threads == Some(0) {
+        return Err(Error::InvalidArgument("threads must be >= 1".to_owned()));
+    }
+    let scales = match policy {
+        Policy::Retention(p) => [p.max_age_turns.max(1.0), 1.0, 1.0],
+        Policy::Fifo(p) => [p.half_life, 1.0, 1.0],
+        Policy::Lru(p) => [p.half_life, 1.0, 1.0],
+        Policy::Priority(p) => [p.recency_turns, 1.0, 1.0],
+        Policy::TypeTtl(_) => [1.0, 1.0, 1.0],
+        Policy::Hybrid(p) => [p.fifo.half_life, p.lru.half_life, p.priority.recency_turns],
+    };
+    let semantic = match (columns.embedding, columns.task_embedding) {
+        (Some(embedding), Some(task))
+            if matches!(policy, Policy::Priority(_) | Policy::Hybrid(_)) =>
+        {
+            let task_norm = match task {
+                Floats::F32(t) => dot(t, t).sqrt(),
+                Floats::F64(t) => dot(t, t).sqrt(),
+            };
+            Some(Semantic {
+                embedding,
+                task,
+                task_norm,
+                dim,
+            })
+        }
+        _ => None,
+    };
+    let kernel = Kernel {
+        policy: *policy,
+        current: current_turn,
+        cols: *columns,
+        decay_a: Decay::new(scales[0]),
+        decay_b: Decay::new(scales[1]),
+        decay_c: Decay::new(scales[2]),
+        semantic,
+    };
+    let fill = |out: &mut [f64]| {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                let base = c * CHUNK;
+                for (j, slot) in chunk.iter_mut().enumerate() {
+                    *slot = kernel.score(base + j);
+                }
+            });
+    };
+    // Per-item work grows with the embedding dimension; parallelize earlier then.
+    let work = n.saturating_mul(dim.max(1));
+    match threads {
+        Some(1) => out
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, slot)| *slot = kernel.score(i)),
+        _ if work < PARALLEL_MIN_ITEMS => out
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, slot)| *slot = kernel.score(i)),
+        None => fill(out),
+        Some(k) => rayon::ThreadPoolBuilder::new()
+            .num_threads(k)
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("cannot start {k} threads: {e}")))?
+            .install(|| fill(out)),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_matches_the_formula() {
+        let last = [10i64, 5, 0, 12];
+        let access = [0i64, 1, 10, 3];
+        let cols = Columns {
+            last_access_turn: Some(&last),
+            access_count: Some(&access),
+            ..Default::default()
+        };
+        let mut out = [0.0; 4];
+        score(
+            &Policy::by_name("retention").unwrap(),
+            10,
+            &cols,
+            &mut out,
+            None,
+        )
+        .unwrap();
+        for i in 0..4 {
+            let age = (10 - last[i]).max(0) as f64;
+            let want = 0.7 * (-age / 30.0).exp()
+                + 0.3 * (((access[i] + 1) as f64).ln() / 5f64.ln()).min(1.0);
+            assert!(
+                (out[i] - want).abs() <= 1e-15 * want.abs(),
+                "{i}: {} vs {want}",
+                out[i]
+            );
+        }
+    }
+
+    #[test]
+    fn pinned_and_system_prompts_are_infinite() {
+        let created = [0i64, 0, 0];
+        let types = [0u8, 2, 4];
+        let pinned = [false, true, false];
+        let cols = Columns {
+            created_turn: Some(&created),
+            content_type: Some(&types),
+            pinned: Some(&pinned),
+            ..Default::default()
+        };
+        let mut out = [0.0; 3];
+        score(&Policy::by_name("fifo").unwrap(), 3, &cols, &mut out, None).unwrap();
+        assert_eq!(out[0], f64::INFINITY);
+        assert_eq!(out[1], f64::INFINITY);
+        assert!((out[2] - (-0.3f64).exp()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn threads_do_not_change_the_bits() {
+        let n = 100_000;
+        let created: Vec<i64> = (0..n).map(|i| (i * 7919 % 2000) as i64).collect();
+        let last: Vec<i64> = (0..n).map(|i| (i * 104_729 % 3000) as i64).collect();
+        let types: Vec<u8> = (0..n).map(|i| (i % 6) as u8).collect();
+        let cols = Columns {
+            created_turn: Some(&created),
+            last_access_turn: Some(&last),
+            content_type: Some(&types),
+            ..Default::default()
+        };
+        let policy = Policy::by_name("hybrid").unwrap();
+        let mut one = vec![0.0; n];
+        let mut three = vec![0.0; n];
+        score(&policy, 2500, &cols, &mut one, Some(1)).unwrap();
+        score(&policy, 2500, &cols, &mut three, Some(3)).unwrap();
+        assert!(
+            one.iter()
+                .zip(&three)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+    }
+
+    #[test]
+    fn bad_input_is_rejected() {
+        let short = [1i64];
+        let long = [1i64, 2];
+        let cols = Columns {
+            last_access_turn: Some(&short),
+            access_count: Some(&long),
+            ..Default::default()
+        };
+        let mut out = [0.0; 1];
+        let err = score(
+            &Policy::by_name("retention").unwrap(),
+            0,
+            &cols,
+            &mut out,
+            None,
+        );
+        assert!(matches!(err, Err(Error::InvalidArgument(m)) if m.contains("access_count")));
+        let cols = Columns {
+            created_turn: Some(&short),
+            ..Default::default()
+        };
+        let err = score(
+            &Policy::by_name("retention").unwrap(),
+            0,
+            &cols,
+            &mut out,
+            None,
+        );
+        assert!(matches!(err, Err(Error::InvalidArgument(m)) if m.contains("last_access_turn")));
+        assert!(Policy::by_name("lfu").is_err());
+    }
+}
