@@ -63,6 +63,47 @@ typedef struct ctxw_snapshot ctxw_snapshot;
 // used from many threads at once.
 typedef struct ctxw_tokenizer ctxw_tokenizer;
 
+// Parameters of the `retention` policy.
+typedef struct ctxw_retention_params {
+  // Age scale in turns (values below 1 count as 1). Default 30.
+  double max_age_turns;
+  // Weight of `exp(-age / max_age_turns)`. Default 0.7.
+  double recency_weight;
+  // Weight of `min(ln(access_count + 1) / ln 5, 1)`. Default 0.3.
+  double frequency_weight;
+} ctxw_retention_params;
+
+// The input columns of a scoring call. Every non-NULL pointer points to `len` values (the
+// embedding to `len * embedding_dim`, row-major); NULL means the column is absent. The caller
+// owns every array; the library only reads them during the call.
+typedef struct ctxw_columns {
+  // Number of items.
+  size_t len;
+  // Tokens of each item (>= 0), or NULL.
+  const int64_t *tokens;
+  // Turn each item was created at, or NULL.
+  const int64_t *created_turn;
+  // Turn each item was last used at, or NULL.
+  const int64_t *last_access_turn;
+  // Use count of each item (>= 0), or NULL.
+  const int64_t *access_count;
+  // Content type codes 0..=5 (0 system prompt, 1 tool definition, 2 user message,
+  // 3 assistant response, 4 tool result, 5 memory injection), or NULL.
+  const uint8_t *content_type;
+  // Explicit priority in [0, 1], or NULL.
+  const double *priority;
+  // Pinned items (never evicted), or NULL.
+  const bool *pinned;
+  // Reference count of each item (>= 0), or NULL.
+  const int64_t *reference_count;
+  // Row-major `len x embedding_dim` float32 embeddings, or NULL.
+  const float *embedding;
+  // The task embedding (`embedding_dim` float32 values), or NULL.
+  const float *task_embedding;
+  // Width of the embeddings (ignored when they are NULL).
+  size_t embedding_dim;
+} ctxw_columns;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -162,6 +203,76 @@ ctxw_status ctxw_history_rollback(struct ctxw_history *history,
 // # Safety
 // `history` must be a valid history pointer.
 ctxw_status ctxw_history_clear(struct ctxw_history *history);
+
+// The default `retention` parameters (30, 0.7, 0.3). Thread-safe.
+struct ctxw_retention_params ctxw_retention_params_default(void);
+
+// Scores `columns->len` items under the policy named `policy` (`"retention"`, `"fifo"`,
+// `"lru"`, `"priority"`, `"type_ttl"` or `"hybrid"`, NUL-terminated) with its default parameters,
+// writing one float64 per item to `out` (`out_len` must equal `columns->len`). Higher = keep;
+// pinned items and system prompts score +infinity. Work is spread over the cores; results do
+// not depend on the number of threads. `CTXW_INVALID_ARGUMENT` (with a message naming the
+// column) for a missing required column, negative counts, content types outside 0..=5, NaN or
+// infinite floats. `out` is untouched on error.
+//
+// # Safety
+// `policy` NUL-terminated; `columns` valid, with every non-NULL pointer valid for its length;
+// `out` valid for `out_len` writes.
+ctxw_status ctxw_score(const char *policy,
+                       int64_t current_turn,
+                       const struct ctxw_columns *columns,
+                       double *out,
+                       size_t out_len);
+
+// Scores under `retention` with the given parameters (NULL: the defaults). Otherwise as
+// `ctxw_score`.
+//
+// # Safety
+// As `ctxw_score`; `params` NULL or valid.
+ctxw_status ctxw_score_retention(int64_t current_turn,
+                                 const struct ctxw_columns *columns,
+                                 const struct ctxw_retention_params *params,
+                                 double *out,
+                                 size_t out_len);
+
+// Selects items to evict by ratio: `evict_count = min(ceil(len * ratio), max(len - min_keep,
+// 0))` over the ranks of all items (lowest score first, ties by index); pinned items, system
+// prompts (content type 0) and +infinity scores inside those ranks lower the count. Writes the
+// indices in eviction order to `out_indices` (capacity `cap`; `len` always suffices) and their
+// number to `*out_len` (also on `CTXW_BUFFER_TOO_SMALL`). `tokens`, `pinned` and `content_type`
+// may be NULL. `CTXW_INVALID_ARGUMENT` for NaN scores or a ratio outside [0, 1].
+//
+// # Safety
+// `scores` valid for `len` reads (NULL only when `len` is 0); each of `tokens`, `pinned`,
+// `content_type` NULL or valid for `len` reads; `out_indices` valid for `cap` writes; `out_len`
+// valid.
+ctxw_status ctxw_select_by_ratio(const double *scores,
+                                 size_t len,
+                                 const bool *pinned,
+                                 const uint8_t *content_type,
+                                 double ratio,
+                                 size_t min_keep,
+                                 size_t *out_indices,
+                                 size_t cap,
+                                 size_t *out_len);
+
+// Selects items to evict, lowest score first (ties by index), until the freed `tokens` reach
+// `target_free_tokens` or every evictable item is selected, never more than `len - min_keep`.
+// Output as `ctxw_select_by_ratio`. `CTXW_NULL_ARGUMENT` if `tokens` is NULL (and `len > 0`);
+// `CTXW_INVALID_ARGUMENT` for NaN scores or negative tokens.
+//
+// # Safety
+// As `ctxw_select_by_ratio`, and `tokens` valid for `len` reads.
+ctxw_status ctxw_select_by_tokens(const double *scores,
+                                  const int64_t *tokens,
+                                  size_t len,
+                                  const bool *pinned,
+                                  const uint8_t *content_type,
+                                  uint64_t target_free_tokens,
+                                  size_t min_keep,
+                                  size_t *out_indices,
+                                  size_t cap,
+                                  size_t *out_len);
 
 // A static, NUL-terminated description of `status`. Never NULL; the caller must not free it.
 // Thread-safe.

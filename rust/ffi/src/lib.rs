@@ -14,9 +14,11 @@
 #![allow(non_camel_case_types)]
 
 mod history;
+mod scoring;
 mod status;
 mod tokenizer;
 
 pub use history::*;
+pub use scoring::*;
 pub use status::*;
 pub use tokenizer::*;
