@@ -63,6 +63,7 @@ bench: build
 	$(BIN)/python -m pip install --quiet -r benches/requirements.txt
 	$(BIN)/python benches/bench_history.py
 	$(BIN)/python benches/bench_tokenizer.py
+	$(BIN)/python benches/bench_scoring.py
 	$(BIN)/python benches/embed_results.py
 
 clean:
