@@ -402,3 +402,27 @@ def test_bad_policy_and_embeddings() -> None:
 def test_bad_selection_input(args: tuple[Any, ...], kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         select_evictions(*args, **kwargs)
+
+
+def test_out_buffer_is_filled_and_returned() -> None:
+    c: dict[str, Any] = {"last_access_turn": np.array([1, 5, 9]), "access_count": np.array([0, 2, 7])}
+    fresh = score("retention", current_turn=9, **c)
+    buffer = np.full(3, -1.0)
+    returned = score("retention", current_turn=9, out=buffer, **c)
+    assert returned is buffer
+    assert buffer.tobytes() == fresh.tobytes()
+    with pytest.raises(InvalidArgumentError, match="out holds 2 values but there are 3 items"):
+        score("retention", current_turn=9, out=np.empty(2), **c)
+    with pytest.raises(InvalidTypeError, match="float64"):
+        score("retention", current_turn=9, out=np.empty(3, dtype=np.float32), **c)
+    with pytest.raises(InvalidArgumentError, match="contiguous"):
+        score("retention", current_turn=9, out=np.empty(6)[::2], **c)
+
+
+def test_non_finite_embedding_row_is_reported() -> None:
+    c: dict[str, Any] = {"last_access_turn": np.arange(4), "content_type": np.full(4, 2, dtype=np.uint8)}
+    embedding = np.ones((4, 9), dtype=np.float32)
+    embedding[2, 7] = np.inf
+    with pytest.raises(InvalidArgumentError, match="embedding must be finite, got inf at row 2, column 7"):
+        score("hybrid", current_turn=4, created_turn=np.zeros(4, dtype=np.int64),
+              embedding=embedding, task_embedding=np.ones(9, dtype=np.float32), **c)

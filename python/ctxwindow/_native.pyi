@@ -139,6 +139,7 @@ def score_columns(
     embedding: npt.NDArray[Any] | None = None,
     task_embedding: npt.NDArray[Any] | None = None,
     threads: int | None = None,
+    out: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
     """Scores over normalized columns; use ``ctxwindow.scoring.score``."""
 

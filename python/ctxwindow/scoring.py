@@ -290,9 +290,7 @@ def _float_array(value: Any, name: str, ndim: int) -> npt.NDArray[Any] | None:
         array = array.astype(np.float64)
     elif array.dtype not in (np.float32, np.float64):
         raise InvalidTypeError(f"{name} must have a float32 or float64 dtype, got {array.dtype}")
-    if not np.isfinite(array).all():
-        bad = np.argwhere(~np.isfinite(array))[0]
-        raise InvalidArgumentError(f"{name} must be finite, got {array[tuple(bad)]} at {tuple(int(b) for b in bad)}")
+    # Finiteness is checked natively (for embeddings, in the same pass that scores them).
     return np.ascontiguousarray(array)
 
 
@@ -326,13 +324,16 @@ def score(
     params: Mapping[str, Any] | None = None,
     data: Any = None,
     threads: int | None = None,
+    out: FloatArray | None = None,
 ) -> FloatArray:
     """Scores of every item under ``policy`` (float64, higher = keep; see the module doc for the
     formulas and defaults).
 
     Columns not given are looked up by name in ``data`` (a dict, pandas DataFrame or pyarrow
     Table). ``threads`` caps the threads used (default: all cores for large inputs); results are
-    bitwise identical whatever it is. ``params`` overrides defaults, e.g. ``{"max_age_turns":
+    bitwise identical whatever it is. ``out``, a writable C-contiguous float64 array of one value
+    per item, receives the scores (and is returned) instead of a new array: a batch job scoring
+    again and again reuses one buffer. ``params`` overrides defaults, e.g. ``{"max_age_turns":
     60}`` for retention, ``{"half_life": 20}`` for fifo, ``{"weights": {"priority": 0.5, ...},
     "fifo": {"half_life": 20}}`` for hybrid, ``{"ttl": {"tool_result": 4}}`` for type_ttl.
 
@@ -375,7 +376,18 @@ def score(
         embedding=embedding_array,
         task_embedding=task_array,
         threads=_threads(threads),
+        out=_out_array(out),
     )
+
+
+def _out_array(out: Any) -> FloatArray | None:
+    if out is None:
+        return None
+    if not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.ndim != 1:
+        raise InvalidTypeError("out must be a 1-d float64 numpy array")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise InvalidArgumentError("out must be C-contiguous and writable")
+    return out
 
 
 def select_evictions(

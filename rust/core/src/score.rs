@@ -6,6 +6,8 @@
 //! policy. Decay terms `exp(-age / scale)` with small non-negative integer ages come from a table
 //! filled per call with the same `exp`, so they are bitwise equal to computing them directly.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use rayon::prelude::*;
 
 use crate::{Error, Result};
@@ -346,39 +348,68 @@ impl Policy {
     }
 }
 
-/// Ages below this come from a per-call table of `exp(-age / scale)`.
-const DECAY_TABLE: usize = 1024;
+/// Bounds of the per-call decay table: at least this many ages...
+const DECAY_TABLE_MIN: usize = 64;
+/// ...at most this many (512 KiB, within L2)...
+const DECAY_TABLE_MAX: usize = 1 << 16;
+/// ...and about one entry per this many items, so filling it stays a small part of the call.
+const ITEMS_PER_TABLE_ENTRY: usize = 8;
+/// `exp(x)` is exactly 0.0 for every `x` below this (the smallest subnormal is `exp(-745.13)`).
+const EXP_ZERO_BELOW: f64 = -746.0;
 
-/// `exp(-age / scale)` for integer ages, tabulated for small non-negative ones.
+/// `exp(-age / scale)` for integer ages: tabulated for small non-negative ages (the table holds
+/// the very values `exp` returns), exactly 0.0 where `exp` underflows, computed otherwise.
 struct Decay {
     scale: f64,
     table: Vec<f64>,
 }
 
 impl Decay {
-    fn new(scale: f64) -> Self {
-        let table = (0..DECAY_TABLE)
-            .map(|age| (-(age as f64) / scale).exp())
-            .collect();
+    /// A decay of `scale`, or an empty one (never read) when the policy has no use for it.
+    fn new(scale: Option<f64>, items: usize) -> Self {
+        let Some(scale) = scale else {
+            return Self {
+                scale: 1.0,
+                table: Vec::new(),
+            };
+        };
+        let wanted = (items / ITEMS_PER_TABLE_ENTRY).clamp(DECAY_TABLE_MIN, DECAY_TABLE_MAX);
+        // Past -EXP_ZERO_BELOW * scale every value is 0.0: no need to tabulate further.
+        let nonzero = (-EXP_ZERO_BELOW * scale).ceil();
+        let len = if nonzero < wanted as f64 {
+            nonzero as usize + 1
+        } else {
+            wanted
+        };
+        let table = (0..len).map(|age| (-(age as f64) / scale).exp()).collect();
         Self { scale, table }
     }
 
-    #[inline]
+    #[inline(always)]
     fn at(&self, age: i64) -> f64 {
-        match usize::try_from(age) {
-            Ok(age) if age < DECAY_TABLE => self.table[age],
-            _ => (-(age as f64) / self.scale).exp(),
+        if let Ok(index) = usize::try_from(age)
+            && let Some(&value) = self.table.get(index)
+        {
+            return value;
         }
+        let x = -(age as f64) / self.scale;
+        if x < EXP_ZERO_BELOW { 0.0 } else { x.exp() }
     }
 }
 
-/// `min(ln(count + 1) / ln 5, 1)` for counts >= 0: only 0..=3 are below 1.
-#[inline]
-fn frequency(count: i64) -> f64 {
-    if count >= 4 {
-        1.0
-    } else {
-        ((count + 1) as f64).ln() / 5f64.ln()
+/// `min(ln(count + 1) / ln 5, 1)` for counts >= 0, tabulated: only 0..=3 are below 1, so
+/// the lookup is a clamp of the count to 4 (branch-free).
+struct Frequency([f64; 5]);
+
+impl Frequency {
+    fn new() -> Self {
+        Self([0, 1, 2, 3, 4].map(|count: i32| (f64::from(count + 1).ln() / 5f64.ln()).min(1.0)))
+    }
+
+    /// `count` is validated to be >= 0.
+    #[inline(always)]
+    fn at(&self, count: i64) -> f64 {
+        self.0[(count.max(0) as u64).min(4) as usize]
     }
 }
 
@@ -408,7 +439,7 @@ fn check_non_negative(name: &str, values: &[i64]) -> Result<()> {
 
 impl Columns<'_> {
     /// Number of items: the length of the given columns, which must agree.
-    pub fn len(&self) -> Result<usize> {
+    pub fn item_count(&self) -> Result<usize> {
         let mut n: Option<(usize, &str)> = None;
         let mut see = |name: &'static str, len: Option<usize>| -> Result<()> {
             if let Some(len) = len {
@@ -437,7 +468,7 @@ impl Columns<'_> {
 
     /// Checks the values: lengths, ranges, finiteness, embedding shape. Returns `(n, dim)`.
     fn validate(&self, policy: &Policy) -> Result<(usize, usize)> {
-        let n = self.len()?;
+        let n = self.item_count()?;
         for &name in policy.required_columns() {
             let given = match name {
                 "created_turn" => self.created_turn.is_some(),
@@ -504,14 +535,8 @@ impl Columns<'_> {
                         task.get(i)
                     )));
                 }
-                if let Some(i) = embedding.first_non_finite() {
-                    return Err(Error::InvalidArgument(format!(
-                        "embedding must be finite, got {} at row {}, column {}",
-                        embedding.get(i),
-                        i / dim,
-                        i % dim
-                    )));
-                }
+                // The rows are checked for finiteness while they are scored (one pass over the
+                // embeddings instead of two), see `Semantic::at`.
                 dim
             }
         };
@@ -538,32 +563,112 @@ fn dot<A: Copy + Into<f64>, B: Copy + Into<f64>>(a: &[A], b: &[B]) -> f64 {
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    //! `e · t` and `e · e` of float32 rows accumulated in float64 with AVX2 and FMA, chosen at
+    //! run time when the processor has them.
+    use std::arch::x86_64::*;
+
+    /// Whether this processor can run [`dots_f32`].
+    pub fn available() -> bool {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+
+    /// `(e · t, e · e)` in float64.
+    ///
+    /// # Safety
+    /// The processor supports AVX2 and FMA ([`available`]); `e` and `t` have the same length.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dots_f32(e: &[f32], t: &[f32]) -> (f64, f64) {
+        debug_assert_eq!(e.len(), t.len());
+        let n = e.len().min(t.len());
+        let mut dot = [_mm256_setzero_pd(); 2];
+        let mut norm = [_mm256_setzero_pd(); 2];
+        let mut i = 0;
+        while i + 8 <= n {
+            // SAFETY: i + 8 <= n, so both 8-float loads are in bounds.
+            let (ev, tv) = unsafe {
+                (
+                    _mm256_loadu_ps(e.as_ptr().add(i)),
+                    _mm256_loadu_ps(t.as_ptr().add(i)),
+                )
+            };
+            let e_lo = _mm256_cvtps_pd(_mm256_castps256_ps128(ev));
+            let e_hi = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(ev));
+            let t_lo = _mm256_cvtps_pd(_mm256_castps256_ps128(tv));
+            let t_hi = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(tv));
+            dot[0] = _mm256_fmadd_pd(e_lo, t_lo, dot[0]);
+            dot[1] = _mm256_fmadd_pd(e_hi, t_hi, dot[1]);
+            norm[0] = _mm256_fmadd_pd(e_lo, e_lo, norm[0]);
+            norm[1] = _mm256_fmadd_pd(e_hi, e_hi, norm[1]);
+            i += 8;
+        }
+        let sum = |v: [__m256d; 2]| {
+            let mut lanes = [0.0f64; 4];
+            // SAFETY: lanes holds exactly four f64.
+            unsafe { _mm256_storeu_pd(lanes.as_mut_ptr(), _mm256_add_pd(v[0], v[1])) };
+            (lanes[0] + lanes[2]) + (lanes[1] + lanes[3])
+        };
+        let (mut dot_sum, mut norm_sum) = (sum(dot), sum(norm));
+        for k in i..n {
+            let (x, y) = (f64::from(e[k]), f64::from(t[k]));
+            dot_sum += x * y;
+            norm_sum += x * x;
+        }
+        (dot_sum, norm_sum)
+    }
+}
+
 /// Cosine similarity of each row of `embedding` with `task`, clamped at 0 (zero-norm rows: 0).
 struct Semantic<'a> {
+    /// The first row found not finite (`usize::MAX`: none so far).
+    bad_row: AtomicUsize,
     embedding: Floats<'a>,
     task: Floats<'a>,
     task_norm: f64,
     dim: usize,
+    /// float32 rows and task, and a processor with AVX2 + FMA: the vector path for every row
+    /// (decided once per call, so every thread computes the same bits).
+    simd: bool,
 }
 
 impl Semantic<'_> {
     #[inline]
     fn at(&self, i: usize) -> f64 {
         let range = i * self.dim..(i + 1) * self.dim;
-        let (dot_task, norm2) = match (&self.embedding, &self.task) {
-            (Floats::F32(e), Floats::F32(t)) => {
-                (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
+        #[cfg(target_arch = "x86_64")]
+        let vector = match (&self.embedding, &self.task) {
+            (Floats::F32(e), Floats::F32(t)) if self.simd => {
+                // SAFETY: `simd` is set only when `simd::available()`; the row and the task both
+                // have `dim` values.
+                Some(unsafe { simd::dots_f32(&e[range.clone()], t) })
             }
-            (Floats::F32(e), Floats::F64(t)) => {
-                (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
-            }
-            (Floats::F64(e), Floats::F32(t)) => {
-                (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
-            }
-            (Floats::F64(e), Floats::F64(t)) => {
-                (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
+            _ => None,
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let vector: Option<(f64, f64)> = None;
+        let (dot_task, norm2) = if let Some(dots) = vector {
+            dots
+        } else {
+            match (&self.embedding, &self.task) {
+                (Floats::F32(e), Floats::F32(t)) => {
+                    (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
+                }
+                (Floats::F32(e), Floats::F64(t)) => {
+                    (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
+                }
+                (Floats::F64(e), Floats::F32(t)) => {
+                    (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
+                }
+                (Floats::F64(e), Floats::F64(t)) => {
+                    (dot(&e[range.clone()], t), dot(&e[range.clone()], &e[range]))
+                }
             }
         };
+        if !(dot_task.is_finite() && norm2.is_finite()) {
+            self.bad_row.fetch_min(i, Ordering::Relaxed);
+            return 0.0;
+        }
         let denominator = norm2.sqrt() * self.task_norm;
         if denominator == 0.0 {
             0.0
@@ -581,22 +686,23 @@ struct Kernel<'a> {
     decay_a: Decay,
     decay_b: Decay,
     decay_c: Decay,
+    frequency: Frequency,
     semantic: Option<Semantic<'a>>,
 }
 
 impl Kernel<'_> {
-    #[inline]
+    #[inline(always)]
     fn age_since(&self, turns: &[i64], i: usize) -> i64 {
         self.current.saturating_sub(turns[i])
     }
 
-    #[inline]
+    #[inline(always)]
     fn fifo(&self, decay: &Decay, i: usize) -> f64 {
         let created = self.cols.created_turn.expect("validated");
         decay.at(self.age_since(created, i))
     }
 
-    #[inline]
+    #[inline(always)]
     fn lru(&self, p: &LruParams, decay: &Decay, i: usize) -> f64 {
         if let Some(refs) = self.cols.reference_count
             && refs[i] == 0
@@ -607,7 +713,7 @@ impl Kernel<'_> {
         decay.at(self.age_since(last, i))
     }
 
-    #[inline]
+    #[inline(always)]
     fn priority(&self, p: &PriorityParams, decay: &Decay, i: usize) -> f64 {
         let last = self.cols.last_access_turn.expect("validated");
         let recency = decay.at(self.age_since(last, i).max(0));
@@ -635,7 +741,7 @@ impl Kernel<'_> {
         w[0] * recency + w[1] * semantic + w[2] * source + w[3] * reuse + w[4] * explicit
     }
 
-    #[inline]
+    #[inline(always)]
     fn type_ttl(&self, p: &TypeTtlParams, i: usize) -> f64 {
         let created = self.cols.created_turn.expect("validated");
         let types = self.cols.content_type.expect("validated");
@@ -643,46 +749,97 @@ impl Kernel<'_> {
         (1.0 - age / p.ttl[usize::from(types[i])]).max(0.0)
     }
 
-    #[inline]
-    fn score(&self, i: usize) -> f64 {
+    #[inline(always)]
+    fn retention(&self, p: &RetentionParams, i: usize) -> f64 {
+        let last = self.cols.last_access_turn.expect("validated");
+        let access = self.cols.access_count.expect("validated");
+        let age = self.age_since(last, i).max(0);
+        p.recency_weight * self.decay_a.at(age) + p.frequency_weight * self.frequency.at(access[i])
+    }
+
+    #[inline(always)]
+    fn hybrid(&self, p: &HybridParams, i: usize) -> f64 {
+        let w = &p.weights;
+        w[0] * self.fifo(&self.decay_a, i)
+            + w[1] * self.lru(&p.lru, &self.decay_b, i)
+            + w[2] * self.priority(&p.priority, &self.decay_c, i)
+            + w[3] * self.type_ttl(&p.type_ttl, i)
+    }
+
+    /// `+inf` for pinned items and system prompts, else `score(i)`.
+    #[inline(always)]
+    fn guarded(&self, i: usize, score: impl Fn(usize) -> f64) -> f64 {
         if self.cols.pinned.is_some_and(|pinned| pinned[i])
             || self
                 .cols
                 .content_type
                 .is_some_and(|t| t[i] == ContentType::SystemPrompt as u8)
         {
-            return f64::INFINITY;
-        }
-        match &self.policy {
-            Policy::Retention(p) => {
-                let last = self.cols.last_access_turn.expect("validated");
-                let access = self.cols.access_count.expect("validated");
-                let age = self.age_since(last, i).max(0);
-                p.recency_weight * self.decay_a.at(age) + p.frequency_weight * frequency(access[i])
-            }
-            Policy::Fifo(_) => self.fifo(&self.decay_a, i),
-            Policy::Lru(p) => self.lru(p, &self.decay_a, i),
-            Policy::Priority(p) => self.priority(p, &self.decay_a, i),
-            Policy::TypeTtl(p) => self.type_ttl(p, i),
-            Policy::Hybrid(p) => {
-                let w = &p.weights;
-                w[0] * self.fifo(&self.decay_a, i)
-                    + w[1] * self.lru(&p.lru, &self.decay_b, i)
-                    + w[2] * self.priority(&p.priority, &self.decay_c, i)
-                    + w[3] * self.type_ttl(&p.type_ttl, i)
-            }
+            f64::INFINITY
+        } else {
+            score(i)
         }
     }
+}
+
+/// How a scoring call spreads over threads.
+#[derive(Clone, Copy)]
+enum Spread {
+    /// On the calling thread.
+    Here,
+    /// Over the global rayon pool.
+    Global,
+    /// Over a pool of this many threads.
+    Threads(usize),
+}
+
+/// Runs a closure over index ranges of `out`, on this thread or chunked over a pool.
+fn spread_over(
+    out: &mut [f64],
+    spread: Spread,
+    run: impl Fn(usize, &mut [f64]) + Sync,
+) -> Result<()> {
+    let chunked = |out: &mut [f64]| {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, chunk)| run(c * CHUNK, chunk));
+    };
+    match spread {
+        Spread::Here => run(0, out),
+        Spread::Global => chunked(out),
+        Spread::Threads(k) => rayon::ThreadPoolBuilder::new()
+            .num_threads(k)
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("cannot start {k} threads: {e}")))?
+            .install(|| chunked(out)),
+    }
+    Ok(())
+}
+
+/// Writes `$score` (an expression of the item index `$i`) into every slot of `$out`. A macro, so
+/// the per-item code of each policy is expanded into its own loop and fully inlined. Each item is
+/// computed by the same code whatever the chunking, so the bits do not depend on the threads.
+macro_rules! fill {
+    ($out:expr, $spread:expr, |$i:ident| $score:expr) => {
+        spread_over($out, $spread, |base, chunk| {
+            for (j, slot) in chunk.iter_mut().enumerate() {
+                let $i = base + j;
+                *slot = $score;
+            }
+        })
+    };
 }
 
 /// Scores every item into `out` (one value per item). `threads`: `None` uses the global pool
 /// (all cores) for large inputs, `Some(1)` stays on the calling thread, `Some(k)` uses k threads;
 /// the results are bitwise identical in every case.
 ///
-/// Errors, with `out` untouched: columns of different lengths, a column the policy needs but
-/// missing, negative tokens or counts, content types outside 0..=5, NaN or infinite floats, an
-/// embedding whose shape does not match the task embedding, invalid parameters, `out` of the
-/// wrong length.
+/// Errors: columns of different lengths, a column the policy needs but missing, negative tokens
+/// or counts, content types outside 0..=5, NaN or infinite floats, an embedding whose shape does
+/// not match the task embedding, invalid parameters, `out` of the wrong length. The inputs are
+/// never changed; `out` is untouched on every error but a non-finite embedding row, which is
+/// found while scoring (one pass over the embeddings instead of two) and leaves `out` partly
+/// written. Embeddings are read only by `priority` and `hybrid`.
 pub fn score(
     policy: &Policy,
     current_turn: i64,
@@ -697,12 +854,16 @@ pub fn score(
         return Err(Error::InvalidArgument("threads must be >= 1".to_owned()));
     }
     let scales = match policy {
-        Policy::Retention(p) => [p.max_age_turns.max(1.0), 1.0, 1.0],
-        Policy::Fifo(p) => [p.half_life, 1.0, 1.0],
-        Policy::Lru(p) => [p.half_life, 1.0, 1.0],
-        Policy::Priority(p) => [p.recency_turns, 1.0, 1.0],
-        Policy::TypeTtl(_) => [1.0, 1.0, 1.0],
-        Policy::Hybrid(p) => [p.fifo.half_life, p.lru.half_life, p.priority.recency_turns],
+        Policy::Retention(p) => [Some(p.max_age_turns.max(1.0)), None, None],
+        Policy::Fifo(p) => [Some(p.half_life), None, None],
+        Policy::Lru(p) => [Some(p.half_life), None, None],
+        Policy::Priority(p) => [Some(p.recency_turns), None, None],
+        Policy::TypeTtl(_) => [None, None, None],
+        Policy::Hybrid(p) => [
+            Some(p.fifo.half_life),
+            Some(p.lru.half_life),
+            Some(p.priority.recency_turns),
+        ],
     };
     let semantic = match (columns.embedding, columns.task_embedding) {
         (Some(embedding), Some(task))
@@ -712,11 +873,17 @@ pub fn score(
                 Floats::F32(t) => dot(t, t).sqrt(),
                 Floats::F64(t) => dot(t, t).sqrt(),
             };
+            #[cfg(target_arch = "x86_64")]
+            let simd = simd::available();
+            #[cfg(not(target_arch = "x86_64"))]
+            let simd = false;
             Some(Semantic {
+                bad_row: AtomicUsize::new(usize::MAX),
                 embedding,
                 task,
                 task_norm,
                 dim,
+                simd,
             })
         }
         _ => None,
@@ -725,38 +892,42 @@ pub fn score(
         policy: *policy,
         current: current_turn,
         cols: *columns,
-        decay_a: Decay::new(scales[0]),
-        decay_b: Decay::new(scales[1]),
-        decay_c: Decay::new(scales[2]),
+        decay_a: Decay::new(scales[0], n),
+        decay_b: Decay::new(scales[1], n),
+        decay_c: Decay::new(scales[2], n),
+        frequency: Frequency::new(),
         semantic,
-    };
-    let fill = |out: &mut [f64]| {
-        out.par_chunks_mut(CHUNK)
-            .enumerate()
-            .for_each(|(c, chunk)| {
-                let base = c * CHUNK;
-                for (j, slot) in chunk.iter_mut().enumerate() {
-                    *slot = kernel.score(base + j);
-                }
-            });
     };
     // Per-item work grows with the embedding dimension; parallelize earlier then.
     let work = n.saturating_mul(dim.max(1));
-    match threads {
-        Some(1) => out
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, slot)| *slot = kernel.score(i)),
-        _ if work < PARALLEL_MIN_ITEMS => out
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, slot)| *slot = kernel.score(i)),
-        None => fill(out),
-        Some(k) => rayon::ThreadPoolBuilder::new()
-            .num_threads(k)
-            .build()
-            .map_err(|e| Error::InvalidArgument(format!("cannot start {k} threads: {e}")))?
-            .install(|| fill(out)),
+    let spread = match threads {
+        Some(1) => Spread::Here,
+        _ if work < PARALLEL_MIN_ITEMS => Spread::Here,
+        None => Spread::Global,
+        Some(k) => Spread::Threads(k),
+    };
+    let k = &kernel;
+    match &kernel.policy {
+        Policy::Retention(p) => fill!(out, spread, |i| k.guarded(i, |i| k.retention(p, i)))?,
+        Policy::Fifo(_) => fill!(out, spread, |i| k.guarded(i, |i| k.fifo(&k.decay_a, i)))?,
+        Policy::Lru(p) => fill!(out, spread, |i| k.guarded(i, |i| k.lru(p, &k.decay_a, i)))?,
+        Policy::Priority(p) => fill!(out, spread, |i| k
+            .guarded(i, |i| k.priority(p, &k.decay_a, i)))?,
+        Policy::TypeTtl(p) => fill!(out, spread, |i| k.guarded(i, |i| k.type_ttl(p, i)))?,
+        Policy::Hybrid(p) => fill!(out, spread, |i| k.guarded(i, |i| k.hybrid(p, i)))?,
+    }
+    if let Some(semantic) = &kernel.semantic {
+        let row = semantic.bad_row.load(Ordering::Relaxed);
+        if row != usize::MAX {
+            let values = (0..dim).map(|c| semantic.embedding.get(row * dim + c));
+            let detail = match values.enumerate().find(|(_, v)| !v.is_finite()) {
+                Some((column, value)) => format!("got {value} at row {row}, column {column}"),
+                None => format!("row {row} overflows float64 in its dot products"),
+            };
+            return Err(Error::InvalidArgument(format!(
+                "embedding must be finite, {detail}"
+            )));
+        }
     }
     Ok(())
 }

@@ -59,9 +59,9 @@ impl Selection<'_> {
     fn evictable(&self, i: usize) -> bool {
         self.scores[i] != f64::INFINITY
             && !self.pinned.is_some_and(|p| p[i])
-            && !self
+            && self
                 .content_type
-                .is_some_and(|t| t[i] == ContentType::SystemPrompt as u8)
+                .is_none_or(|t| t[i] != ContentType::SystemPrompt as u8)
     }
 
     fn validate(&self) -> Result<()> {

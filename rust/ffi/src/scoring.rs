@@ -123,7 +123,7 @@ fn run_score(
     }
     // SAFETY: the column pointers are valid for their lengths (caller's contract).
     let borrowed = unsafe { borrow_columns(columns) };
-    if borrowed.len().unwrap_or(0) == 0 && columns.len > 0 {
+    if borrowed.item_count().unwrap_or(0) == 0 && columns.len > 0 {
         return fail(
             CTXW_INVALID_ARGUMENT,
             format!("columns.len is {} but no column is given", columns.len),

@@ -4,7 +4,9 @@
 
 use ctxwindow_core::score::{self, Columns, Floats, Policy};
 use ctxwindow_core::select::{self, Selection, Stop};
-use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use numpy::{
+    PyArray1, PyArrayMethods, PyReadonlyArray1, PyReadonlyArrayDyn, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -186,7 +188,7 @@ fn policy(py: Python<'_>, name: &str, params: &Bound<'_, PyDict>) -> PyResult<Po
     policy_name, current_turn, params, *, tokens = None, created_turn = None,
     last_access_turn = None, access_count = None, content_type = None, priority = None,
     pinned = None, reference_count = None, embedding = None, task_embedding = None,
-    threads = None
+    threads = None, out = None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn score_columns<'py>(
@@ -205,6 +207,7 @@ pub fn score_columns<'py>(
     embedding: Option<&Bound<'py, PyAny>>,
     task_embedding: Option<&Bound<'py, PyAny>>,
     threads: Option<usize>,
+    out: Option<Bound<'py, PyArray1<f64>>>,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let policy = self::policy(py, policy_name, params)?;
     let priority = FloatArray::extract(priority, "priority")?;
@@ -240,11 +243,35 @@ pub fn score_columns<'py>(
             .map(|a| a.floats("task_embedding", py))
             .transpose()?,
     };
-    let n = columns.len().py_err(py)?;
-    let mut out = vec![0.0f64; n];
-    py.detach(|| score::score(&policy, current_turn, &columns, &mut out, threads))
-        .py_err(py)?;
-    Ok(PyArray1::from_vec(py, out))
+    let n = columns.item_count().py_err(py)?;
+    // Without `out`, numpy allocates the output (large arrays get transparent huge pages there,
+    // which makes first-touch page faults far cheaper than on a fresh Vec).
+    let out = match out {
+        Some(out) if out.len() == n => out,
+        Some(out) => {
+            return Err(error(
+                py,
+                Kind::InvalidArgument,
+                format!("out holds {} values but there are {n} items", out.len()),
+            ));
+        }
+        None => PyArray1::<f64>::zeros(py, n, false),
+    };
+    {
+        let mut view = out.try_readwrite().map_err(|_| {
+            error(
+                py,
+                Kind::InvalidArgument,
+                "out must be a writable array not borrowed elsewhere",
+            )
+        })?;
+        let slots = view
+            .as_slice_mut()
+            .map_err(|_| error(py, Kind::InvalidArgument, "out must be C-contiguous"))?;
+        py.detach(|| score::score(&policy, current_turn, &columns, slots, threads))
+            .py_err(py)?;
+    }
+    Ok(out)
 }
 
 /// Indices to evict over normalized columns (see `ctxwindow.scoring.select_evictions`).
