@@ -26,6 +26,7 @@ from ctxwindow.errors import (
     SnapshotError,
     UnknownEncodingError,
 )
+from ctxwindow.window import CompactionResult, ContextWindow, Usage
 from ctxwindow.tokenizer import (
     CallableTokenizer,
     HeuristicTokenizer,
@@ -38,6 +39,9 @@ from ctxwindow.tokenizer import (
 
 __all__ = [
     "__version__",
+    "ContextWindow",
+    "CompactionResult",
+    "Usage",
     "TokenHistory",
     "HistorySnapshot",
     "Tokenizer",
