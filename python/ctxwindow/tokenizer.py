@@ -11,7 +11,7 @@ All three share the chat accounting of :meth:`Tokenizer.count_messages`.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,6 @@ class TokenCounter(Protocol):
 
     def count_many(self, texts: Sequence[str]) -> npt.NDArray[np.uint32]: ...
 
-    def count_message(self, message: dict[str, object]) -> int: ...
+    def count_message(self, message: Mapping[str, Any]) -> int: ...
 
-    def count_messages(self, messages: Sequence[dict[str, object]]) -> int: ...
+    def count_messages(self, messages: Sequence[Mapping[str, Any]]) -> int: ...

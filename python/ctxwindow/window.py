@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -246,10 +247,10 @@ class ContextWindow:
         customer_support), ``trigger``, ``target``, ``preserve_recent``, ``system`` and
         ``[[window.strategies]]`` entries ``{type = "truncate_tool_results", max_chars = 2000}``.
         Keyword arguments override the file."""
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
+        else:  # Python 3.10
+            import tomli as tomllib
         try:
             with open(path, "rb") as file:
                 document = tomllib.load(file)
@@ -468,7 +469,8 @@ class ContextWindow:
         return entries
 
     def _protected_groups(self, entries: Sequence[Entry]) -> set[int]:
-        groups = {e.group for e in entries[len(entries) - self.preserve_recent:]} if self.preserve_recent else set()
+        recent = entries[max(len(entries) - self.preserve_recent, 0):] if self.preserve_recent else []
+        groups = {e.group for e in recent}
         for entry in reversed(entries):
             if entry.role == "user":
                 groups.add(entry.group)
@@ -505,6 +507,7 @@ class ContextWindow:
         native = None
         if not self.cascade.strategies and self._pinned_in_history == 0:
             native = self._drop_oldest_native(target)
+        reports: list[StrategyReport]
         if native is not None:
             evicted, reports = native, []
         else:
@@ -594,6 +597,10 @@ class ContextWindow:
             out.append(dict(PLACEHOLDER_USER))
         out.extend(self._conversation)
         return out
+
+    def pending_messages(self) -> list[Message]:
+        """The tool-call group waiting for results (held back from ``messages()``)."""
+        return [e.message for e in self._pending]
 
     def retrieve(self, retrieval_id: str) -> list[Message] | None:
         """The original messages behind a placeholder's retrieval id, or None."""

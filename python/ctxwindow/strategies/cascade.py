@@ -102,7 +102,7 @@ class Cascade:
     """Runs strategies cheapest first (free before llm, then in the given order) and stops as
     soon as the window is under its target."""
 
-    strategies: Sequence[object] = field(default_factory=list)
+    strategies: Sequence[Any] = field(default_factory=list)
     name: str = "cascade"
     cost: str = "free"
 
@@ -121,9 +121,9 @@ class Cascade:
             if not state.over_target():
                 break
             try:
-                reports.append(strategy.apply(state))  # type: ignore[attr-defined]
+                reports.append(strategy.apply(state))
             except Exception:  # a failing strategy is skipped; the next one runs
-                logger.exception("ctxwindow: strategy %s failed; trying the next one", strategy.name)  # type: ignore[attr-defined]
+                logger.exception("ctxwindow: strategy %s failed; trying the next one", strategy.name)
         return reports
 
     def apply(self, state: CompactionState) -> StrategyReport:
