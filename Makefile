@@ -64,6 +64,7 @@ bench: build
 	$(BIN)/python benches/bench_history.py
 	$(BIN)/python benches/bench_tokenizer.py
 	$(BIN)/python benches/bench_scoring.py
+	$(BIN)/python benches/bench_window.py
 	$(BIN)/python benches/embed_results.py
 
 clean:
