@@ -448,6 +448,9 @@ class ContextWindow:
             raise
 
     def _after_add(self, message: Message, role: str, turn: int) -> None:
+        history = self._history.total_tokens
+        self.budget.set_used("message_history", history - self._tool_result_tokens)
+        self.budget.set_used("tool_results", self._tool_result_tokens)
         if role == "user":
             self._turn = turn
             total = self._total()
