@@ -28,7 +28,7 @@ build: $(STAMP)
 	$(BIN)/maturin develop --release --quiet
 
 demo: build
-	$(BIN)/python -m ctxwindow.demo
+	$(BIN)/ctxwindow replay --max-tokens 2500 --plot out/replay.png --json out/replay.json
 
 test: build rust-test c-test py-test lint
 

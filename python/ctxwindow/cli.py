@@ -1,0 +1,441 @@
+"""The command line: ``ctxwindow replay`` and ``ctxwindow count``.
+
+``ctxwindow replay [FILE]`` replays a recorded conversation or agent trajectory through a
+:class:`~ctxwindow.ContextWindow` message by message, with a progress bar, a table of events
+(zone changes, evictions, compactions), a final report (tokens sent per model call managed vs
+unmanaged, peak utilization, overflows, pairing check, key-fact retention, time spent managing
+per turn) and optionally a plot and a JSON report. Without FILE it replays a bundled tau-bench
+trajectory. ``ctxwindow count FILE`` prints exact tokens per message, per role and per component.
+
+Formats: OpenAI chat JSON (a list of messages, or ``{"messages": [...]}``) or JSONL (one message a
+line), tau-bench JSON (a list of records with ``traj``; ``--index`` picks one), SWE-agent
+``.traj``, and conversation JSONL (one ``{"messages": [...]}`` per line, as the chitchat data;
+``--index`` picks one).
+
+Errors (unreadable file, unknown format, malformed JSON, a budget too small for the protected
+content) print one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ctxwindow import __version__
+from ctxwindow.errors import ContextOverflowError, CtxWindowError
+from ctxwindow.fidelity import key_fact_retention
+from ctxwindow.messages import Message, from_swe_agent, from_tau_bench, text_of, tool_call_ids, validate_message
+from ctxwindow.window import PROFILES, STRATEGY_TYPES, ContextWindow, strategy_from_spec
+
+__all__ = ["main", "load_conversation", "replay", "ReplayReport", "FORMATS"]
+
+FORMATS = (
+    "OpenAI chat JSON (a list of messages or {\"messages\": [...]})",
+    "OpenAI chat JSONL (one message per line)",
+    "tau-bench JSON (records with \"traj\", --index)",
+    "SWE-agent .traj",
+    "conversation JSONL (one {\"messages\": [...]} per line, --index)",
+)
+
+BUNDLED = {
+    "tau-bench": "tau_bench_airline_trajectory.json",
+    "swe-agent": "swe_agent_sweagenttestrepo-1c2844.traj",
+}
+
+
+class UsageError(Exception):
+    """A problem with the command's input: printed as one line, exit code 2."""
+
+
+def _json_error(path: str, error: json.JSONDecodeError, line_offset: int = 0) -> UsageError:
+    return UsageError(f"{path}: invalid JSON at line {error.lineno + line_offset}, column {error.colno}: {error.msg}")
+
+
+def _conversation_messages(value: Any) -> list[Message]:
+    messages = value.get("messages") if isinstance(value, dict) else None
+    if not isinstance(messages, list):
+        raise UsageError("a conversation line needs a \"messages\" list")
+    return [{k: v for k, v in m.items() if k in ("role", "content", "name", "tool_calls", "tool_call_id")}
+            for m in messages]
+
+
+def load_conversation(path: str | Path, index: int = 0) -> tuple[str, list[Message]]:
+    """Reads a conversation file: returns (format name, canonical messages)."""
+    name = str(path)
+    try:
+        raw = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise UsageError(f"cannot read {name}: {reason}") from None
+    if name.endswith(".jsonl"):
+        values = []
+        for number, line in enumerate(raw.splitlines(), start=1):
+            if line.strip():
+                try:
+                    values.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise _json_error(name, error, number - 1) from None
+        if values and all(isinstance(v, dict) and "messages" in v for v in values):
+            return "conversation JSONL", _conversation_messages(_pick(values, index, name))
+        if values and all(isinstance(v, dict) and "role" in v for v in values):
+            return "OpenAI chat JSONL", values
+        raise _unknown(name)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise _json_error(name, error) from None
+    if isinstance(value, dict) and isinstance(value.get("history"), list) and "trajectory" in value:
+        return "SWE-agent .traj", from_swe_agent(value)
+    if isinstance(value, dict) and isinstance(value.get("traj"), list):
+        return "tau-bench JSON", from_tau_bench(value)
+    if isinstance(value, list) and value and all(isinstance(v, dict) and "traj" in v for v in value):
+        return "tau-bench JSON", from_tau_bench(_pick(value, index, name))
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        return "OpenAI chat JSON", _conversation_messages(value)
+    if isinstance(value, list) and value and all(isinstance(v, dict) and "role" in v for v in value):
+        return "OpenAI chat JSON", value
+    raise _unknown(name)
+
+
+def _pick(values: list[Any], index: int, name: str) -> Any:
+    if not -len(values) <= index < len(values):
+        raise UsageError(f"{name}: --index {index} is out of range (the file holds {len(values)} conversations)")
+    return values[index]
+
+
+def _unknown(name: str) -> UsageError:
+    return UsageError(f"{name}: unknown format; supported: {'; '.join(FORMATS)}")
+
+
+def _bundled(which: str) -> Path:
+    return Path(str(resources.files("ctxwindow") / "data" / BUNDLED[which]))
+
+
+@dataclass
+class ReplayReport:
+    """The numbers of a replay."""
+
+    source: str
+    format: str
+    model: str
+    max_tokens: int
+    reserve_output: int
+    messages: int = 0
+    calls: int = 0
+    sent_managed: list[int] = field(default_factory=list)
+    sent_unmanaged: list[int] = field(default_factory=list)
+    utilization: list[float] = field(default_factory=list)
+    zones: list[str] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    eviction_calls: list[int] = field(default_factory=list)
+    compaction_calls: list[int] = field(default_factory=list)
+    overflows: int = 0
+    overflow_message: str = ""
+    pairing_ok: bool = True
+    turn_us: list[float] = field(default_factory=list)
+    fidelity: float = 1.0
+    fidelity_missing: list[str] = field(default_factory=list)
+    evicted_messages: int = 0
+
+    def summary(self) -> dict[str, Any]:
+        managed, unmanaged = sum(self.sent_managed), sum(self.sent_unmanaged)
+        times = sorted(self.turn_us) or [0.0]
+        return {
+            "source": self.source, "format": self.format, "model": self.model,
+            "max_tokens": self.max_tokens, "reserve_output": self.reserve_output,
+            "messages": self.messages, "model_calls": self.calls,
+            "tokens_sent_managed": managed, "tokens_sent_unmanaged": unmanaged,
+            "tokens_saved": unmanaged - managed,
+            "saved_fraction": (unmanaged - managed) / unmanaged if unmanaged else 0.0,
+            "peak_utilization": max(self.utilization, default=0.0),
+            "overflows": self.overflows, "pairing_ok": self.pairing_ok,
+            "evicted_messages": self.evicted_messages,
+            "key_fact_retention": self.fidelity,
+            "manage_us_p50": statistics.median(times),
+            "manage_us_p99": times[min(len(times) - 1, int(0.99 * len(times)))],
+            "events": self.events,
+        }
+
+
+def _pairs_ok(messages: list[Message]) -> bool:
+    open_calls: set[str] = set()
+    conversation = [m for m in messages if m["role"] != "system"]
+    if conversation and conversation[0]["role"] != "user":
+        return False
+    for message in conversation:
+        if message["role"] == "tool":
+            if message.get("tool_call_id") not in open_calls:
+                return False
+            open_calls.discard(message["tool_call_id"])
+        else:
+            if open_calls:
+                return False
+            open_calls = set(tool_call_ids(message))
+    return not open_calls
+
+
+def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
+           progress: Any = None) -> ReplayReport:
+    """Replays ``messages`` (the system prompt already in ``window``) through ``window``."""
+    counter = window.tokenizer
+    unmanaged = 3 + window.usage.by_component["system_prompt"] + window.usage.by_component["tool_definitions"]
+    last_evicted = 0
+    last_compactions = 0
+
+    def zone_change(old: str, new: str, reading: Any) -> None:
+        report.events.append({"call": report.calls, "event": "zone", "detail": f"{old} -> {new}",
+                              "tokens": reading.tokens})
+
+    window.events.on("on_zone_change", zone_change)
+    for message in messages:
+        if message.get("role") == "system":
+            continue
+        if message.get("role") == "assistant" and not window.pending_messages():
+            usage = window.usage
+            report.calls += 1
+            report.sent_managed.append(usage.total)
+            report.sent_unmanaged.append(unmanaged)
+            report.utilization.append(usage.total / usage.budget)
+            report.zones.append(usage.zone)
+        started = time.perf_counter()
+        try:
+            window.add(message)
+            sent = window.messages()
+        except ContextOverflowError as error:
+            report.overflows += 1
+            report.overflow_message = str(error)
+            break
+        report.turn_us.append((time.perf_counter() - started) * 1e6)
+        report.messages += 1
+        unmanaged += counter.count_message(message)
+        report.pairing_ok &= _pairs_ok(sent)
+        if window.evicted_messages != last_evicted or window.compactions != last_compactions:
+            result = window.last_compaction
+            if result is not None:
+                report.events.append({
+                    "call": report.calls, "event": "compaction",
+                    "detail": ", ".join(result.applied) or "-",
+                    "evicted": window.evicted_messages - last_evicted,
+                    "tokens_before": result.tokens_before, "tokens_after": result.tokens_after})
+                if window.evicted_messages != last_evicted:
+                    report.eviction_calls.append(report.calls)
+                else:
+                    report.compaction_calls.append(report.calls)
+            last_evicted, last_compactions = window.evicted_messages, window.compactions
+        if progress is not None:
+            progress()
+    report.evicted_messages = window.evicted_messages
+    original = "\n".join(text_of(m) + "\n" + json.dumps(m.get("tool_calls") or "") for m in messages)
+    kept = "\n".join(text_of(m) + "\n" + json.dumps(m.get("tool_calls") or "") for m in window.messages())
+    fidelity = key_fact_retention(original, kept)
+    report.fidelity, report.fidelity_missing = fidelity.score, fidelity.missing[:20]
+    return report
+
+
+def _plot(report: ReplayReport, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    calls = list(range(1, report.calls + 1))
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True,
+                                         gridspec_kw={"height_ratios": [3, 2]})
+    for low, high, color in ((0, 0.5, "#d9f2d9"), (0.5, 0.75, "#fff5cc"),
+                             (0.75, 0.9, "#ffe0b3"), (0.9, 1.05, "#ffcccc")):
+        top.axhspan(low * 100, high * 100, color=color, zorder=0)
+    top.plot(calls, [u * 100 for u in report.utilization], color="#1f4e79", linewidth=2, label="utilization")
+    for marker_calls, marker, label in ((report.eviction_calls, "v", "eviction"),
+                                        (report.compaction_calls, "o", "compaction")):
+        if marker_calls:
+            ys = [report.utilization[c - 1] * 100 if 0 < c <= len(report.utilization) else 0 for c in marker_calls]
+            top.scatter(marker_calls, ys, marker=marker, color="#c00000", zorder=3, label=label)
+    top.set_ylim(0, 105)
+    top.set_ylabel("% of prompt budget")
+    top.set_title(f"ctxwindow replay: {Path(report.source).name} ({report.model}, "
+                  f"{report.max_tokens:,} tokens, {report.reserve_output:,} reserved)")
+    top.legend(loc="lower right")
+    bottom.plot(calls, report.sent_unmanaged, color="#7f7f7f", label="unmanaged")
+    bottom.plot(calls, report.sent_managed, color="#1f4e79", label="managed")
+    bottom.set_xlabel("model call")
+    bottom.set_ylabel("prompt tokens")
+    bottom.legend(loc="upper left")
+    figure.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _print_replay(report: ReplayReport, console: Any) -> None:
+    from rich.table import Table
+
+    summary = report.summary()
+    if report.events:
+        table = Table(title="events", show_lines=False)
+        for column in ("call", "event", "detail", "evicted", "tokens before", "tokens after"):
+            table.add_column(column, justify="right" if column != "detail" else "left")
+        for event in report.events[:40]:
+            table.add_row(str(event["call"]), event["event"], str(event["detail"]),
+                          str(event.get("evicted", "")), f"{event.get('tokens_before', event.get('tokens', '')):,}"
+                          if isinstance(event.get("tokens_before", event.get("tokens")), int) else "",
+                          f"{event['tokens_after']:,}" if "tokens_after" in event else "")
+        if len(report.events) > 40:
+            table.caption = f"... and {len(report.events) - 40} more events"
+        console.print(table)
+    rows = [
+        ("source", f"{report.source} ({report.format})"),
+        ("messages replayed / model calls", f"{report.messages} / {report.calls}"),
+        ("tokens sent, managed", f"{summary['tokens_sent_managed']:,}"),
+        ("tokens sent, unmanaged", f"{summary['tokens_sent_unmanaged']:,}"),
+        ("tokens saved", f"{summary['tokens_saved']:,} ({summary['saved_fraction']:.0%})"),
+        ("peak utilization", f"{summary['peak_utilization']:.0%} of {report.max_tokens - report.reserve_output:,}"),
+        ("overflows", str(report.overflows)),
+        ("pairing check", "ok: every tool result with its call" if report.pairing_ok else "FAILED"),
+        ("evicted messages", str(report.evicted_messages)),
+        ("key-fact retention", f"{report.fidelity:.0%}"),
+        ("managing time per message", f"p50 {summary['manage_us_p50']:.0f} us, p99 {summary['manage_us_p99']:.0f} us"),
+    ]
+    table = Table(title="report", show_header=False)
+    table.add_column("measure")
+    table.add_column("value")
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+
+
+def _window_for(args: argparse.Namespace, system: str | None) -> ContextWindow:
+    strategies = None
+    if args.strategy:
+        strategies = [strategy_from_spec({"type": name}) if name not in ("truncate_tool_results",)
+                      else strategy_from_spec({"type": name, "max_chars": 2000}) for name in args.strategy]
+    return ContextWindow(args.model, max_tokens=args.max_tokens, reserve_output=args.reserve_output,
+                         system=system, strategies=strategies, profile=args.profile,
+                         preserve_recent=args.preserve_recent)
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console()
+    source = args.file or str(_bundled(args.bundled))
+    fmt, messages = load_conversation(source, args.index)
+    if not args.file:
+        fmt = f"bundled {args.bundled} trajectory, {fmt}"
+        source = BUNDLED[args.bundled]
+    for index, message in enumerate(messages):
+        validate_message(message, index)
+    system = next((text_of(m) for m in messages if m["role"] == "system"), None)
+    window = _window_for(args, system)
+    report = ReplayReport(source, fmt, args.model, args.max_tokens, args.reserve_output)
+    with Progress(console=console, transient=True, disable=args.quiet) as progress:
+        task = progress.add_task("replaying", total=len(messages))
+        replay(messages, window, report, lambda: progress.advance(task))
+    if report.overflows:
+        raise UsageError(f"budget too small: {report.overflow_message} (at message {report.messages + 1})")
+    if not args.quiet:
+        _print_replay(report, console)
+    if args.plot:
+        _plot(report, args.plot)
+        console.print(f"plot written to {args.plot}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.summary(), indent=2) + "\n")
+        console.print(f"report written to {args.json}")
+    return 0 if report.pairing_ok else 1
+
+
+def _cmd_count(args: argparse.Namespace) -> int:
+    from ctxwindow import Tokenizer
+
+    fmt, messages = load_conversation(args.file, args.index)
+    tokenizer = Tokenizer.for_model(args.model)
+    rows = []
+    by_role: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        validate_message(message, index)
+        tokens = tokenizer.count_message(message)
+        by_role[message["role"]] = by_role.get(message["role"], 0) + tokens
+        rows.append({"index": index, "role": message["role"], "tokens": tokens,
+                     "preview": " ".join(text_of(message).split())[:60]
+                     or ", ".join(c["function"]["name"] for c in message.get("tool_calls") or [])})
+    total = tokenizer.count_messages(messages)
+    components = {"system_prompt": by_role.get("system", 0) + by_role.get("developer", 0),
+                  "message_history": by_role.get("user", 0) + by_role.get("assistant", 0),
+                  "tool_results": by_role.get("tool", 0), "reply_priming": 3}
+    result = {"file": args.file, "format": fmt, "model": args.model, "encoding": tokenizer.name,
+              "messages": rows, "by_role": by_role, "by_component": components, "total": total}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{args.file} ({fmt}), {args.model} ({tokenizer.name})")
+    for column in ("#", "role", "tokens", "content"):
+        table.add_column(column, justify="right" if column in ("#", "tokens") else "left")
+    for row in rows:
+        table.add_row(str(row["index"]), row["role"], f"{row['tokens']:,}", row["preview"])
+    console = Console()
+    console.print(table)
+    console.print("per role: " + ", ".join(f"{role} {tokens:,}" for role, tokens in by_role.items()))
+    console.print("per component: " + ", ".join(f"{name} {tokens:,}" for name, tokens in components.items()))
+    console.print(f"total prompt tokens: {total:,}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ctxwindow", description="Keep an LLM agent's context window inside its budget.")
+    parser.add_argument("--version", action="version", version=f"ctxwindow {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    replay_cmd = commands.add_parser("replay", help="replay a conversation through a ContextWindow")
+    replay_cmd.add_argument("file", nargs="?", help="conversation file (default: a bundled trajectory)")
+    replay_cmd.add_argument("--bundled", choices=sorted(BUNDLED), default="tau-bench",
+                            help="bundled trajectory to replay without FILE")
+    replay_cmd.add_argument("--model", default="gpt-4o")
+    replay_cmd.add_argument("--max-tokens", type=int, default=4000)
+    replay_cmd.add_argument("--reserve-output", type=int, default=0)
+    replay_cmd.add_argument("--preserve-recent", type=int, default=4)
+    replay_cmd.add_argument("--strategy", action="append", choices=sorted(STRATEGY_TYPES),
+                            help="compaction strategy (repeatable; default: the profile's)")
+    replay_cmd.add_argument("--profile", choices=sorted(PROFILES), default="default")
+    replay_cmd.add_argument("--index", type=int, default=0, help="which conversation of a multi-conversation file")
+    replay_cmd.add_argument("--plot", help="write a PNG plot of utilization per model call")
+    replay_cmd.add_argument("--json", help="write the report as JSON")
+    replay_cmd.add_argument("--quiet", action="store_true", help="no progress bar or tables")
+    count_cmd = commands.add_parser("count", help="exact tokens per message, role and component")
+    count_cmd.add_argument("file")
+    count_cmd.add_argument("--model", default="gpt-4o")
+    count_cmd.add_argument("--index", type=int, default=0)
+    count_cmd.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ctxwindow`` command; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "replay":
+            return _cmd_replay(args)
+        return _cmd_count(args)
+    except ContextOverflowError as error:
+        print(f"ctxwindow: budget too small: {error}", file=sys.stderr)
+        return 2
+    except (UsageError, CtxWindowError) as error:
+        print(f"ctxwindow: {error}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as error:
+        if error.name in ("rich", "matplotlib"):
+            print(f"ctxwindow: the command line needs {error.name}: pip install 'ctxwindow[cli]'", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,109 @@
+"""Fidelity of compression: how much of what matters in the original is still there.
+
+:func:`key_fact_retention` is deterministic and needs no model: it extracts the key facts of the
+original (numbers, file paths, identifiers, quoted strings and error lines) and reports the
+fraction still present, verbatim, in the compressed text, with the missing ones listed.
+:func:`judge_fidelity` is the LLM-as-judge protocol: questions answered on both contexts by a
+model callable, and a judge callable that says whether each pair of answers agrees.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["KEY_FACT_KINDS", "FidelityReport", "extract_key_facts", "key_fact_retention",
+           "JudgeReport", "judge_fidelity"]
+
+KEY_FACT_KINDS = ("number", "path", "identifier", "quoted", "error")
+
+_PATH = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?![\w])")
+_IDENTIFIER = re.compile(
+    r"\b(?:[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{4,}"
+    r"|[A-Za-z]+\d+[A-Za-z0-9]*)\b")
+_QUOTED = re.compile(r"\"([^\"\n]{2,200})\"|'([^'\n]{2,200})'|`([^`\n]{2,200})`")
+_ERROR = re.compile(r"\b(error|exception|traceback|failed|failure|fatal)\b", re.IGNORECASE)
+
+
+def extract_key_facts(text: str) -> dict[str, list[str]]:
+    """The key facts of ``text`` by kind, each listed once, in order of appearance."""
+    facts: dict[str, list[str]] = {kind: [] for kind in KEY_FACT_KINDS}
+
+    def add(kind: str, value: str) -> None:
+        value = value.strip()
+        if value and value not in facts[kind]:
+            facts[kind].append(value)
+
+    for match in _PATH.finditer(text):
+        if "/" in match.group(0) and not match.group(0).startswith("http"):
+            add("path", match.group(0))
+    for match in _NUMBER.finditer(text):
+        add("number", match.group(0))
+    for match in _IDENTIFIER.finditer(text):
+        add("identifier", match.group(0))
+    for match in _QUOTED.finditer(text):
+        add("quoted", next(g for g in match.groups() if g is not None))
+    for line in text.splitlines():
+        if _ERROR.search(line):
+            add("error", line)
+    return facts
+
+
+@dataclass(frozen=True)
+class FidelityReport:
+    """``score``: the fraction of the original's key facts still present (1.0 when it has
+    none); ``missing``: the facts lost; ``by_kind``: (kept, total) per kind."""
+
+    score: float
+    kept: int
+    total: int
+    missing: list[str] = field(default_factory=list)
+    by_kind: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def key_fact_retention(original: str, compressed: str) -> FidelityReport:
+    """The key facts of ``original`` still present verbatim in ``compressed``.
+
+    >>> key_fact_retention("Reservation ABC123 costs 450 USD", "ABC123: 450").score
+    1.0
+    """
+    facts = extract_key_facts(original)
+    kept = total = 0
+    missing: list[str] = []
+    by_kind: dict[str, tuple[int, int]] = {}
+    for kind, values in facts.items():
+        present = [v for v in values if v in compressed]
+        by_kind[kind] = (len(present), len(values))
+        kept += len(present)
+        total += len(values)
+        missing.extend(v for v in values if v not in present)
+    return FidelityReport(kept / total if total else 1.0, kept, total, missing, by_kind)
+
+
+@dataclass(frozen=True)
+class JudgeReport:
+    """Per question: the answer on the original, on the compressed context, and the verdict."""
+
+    score: float
+    answers: list[tuple[str, str, str, bool]]
+
+
+def judge_fidelity(
+    original: str,
+    compressed: str,
+    questions: Sequence[str],
+    answer: Callable[[str, str], str],
+    judge: Callable[[str, str, str], bool],
+) -> JudgeReport:
+    """The LLM-as-judge protocol: ``answer(context, question)`` on both contexts, then
+    ``judge(question, answer_on_original, answer_on_compressed)`` says whether they agree; the
+    score is the fraction that agree (1.0 without questions)."""
+    rows = []
+    for question in questions:
+        reference = answer(original, question)
+        candidate = answer(compressed, question)
+        rows.append((question, reference, candidate, bool(judge(question, reference, candidate))))
+    agreed = sum(1 for *_, ok in rows if ok)
+    return JudgeReport(agreed / len(rows) if rows else 1.0, rows)
