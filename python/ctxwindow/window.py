@@ -25,6 +25,7 @@ it), and ``Tokenizer.count_messages(messages())`` plus the tool definitions with
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -53,9 +54,13 @@ from ctxwindow.strategies import (
     DropOldest,
     Entry,
     MicroCompact,
+    Notes,
+    ProgressiveSummarize,
     ScoredEviction,
+    SemanticMerge,
     SlidingWindow,
     StrategyReport,
+    Summarize,
     TruncateToolResults,
 )
 from ctxwindow.tokenizer import TokenCounter
@@ -72,6 +77,9 @@ STRATEGY_TYPES: dict[str, Callable[..., Any]] = {
     "drop_oldest": DropOldest,
     "sliding_window": SlidingWindow,
     "scored_eviction": ScoredEviction,
+    "summarize": Summarize,
+    "progressive_summarize": ProgressiveSummarize,
+    "semantic_merge": SemanticMerge,
 }
 
 #: Built-in profiles: budget allocations (see ``ctxwindow.budget``), strategies and settings.
@@ -89,7 +97,7 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 _CALLBACKS = tuple(name for name in EVENTS if name not in ("on_evict", "on_compact"))
-_MORE = {"context", "profile", "raise_callback_errors", *_CALLBACKS}
+_MORE = {"context", "profile", "raise_callback_errors", "notes", *_CALLBACKS}
 
 
 @dataclass(frozen=True)
@@ -234,6 +242,13 @@ class ContextWindow:
         self._context_tokens = 0
         self._tools = tools
         self._tool_tokens = self._count_tools(tools)
+        notes = more.get("notes") or next((s for s in self.cascade.strategies if isinstance(s, Notes)), None)
+        if notes is not None and not isinstance(notes, Notes):
+            raise InvalidTypeError("notes must be a ctxwindow.strategies.Notes")
+        self.notes: Notes = notes if notes is not None else Notes()
+        self._notes_message: Message | None = None
+        self._notes_tokens = 0
+        self._render_notes()
         self.set_system(system)
         self.set_context(more.get("context"))
         self._check_overhead()
@@ -323,8 +338,31 @@ class ContextWindow:
     # --- accounting ----------------------------------------------------------------------
 
     def _overhead(self) -> int:
-        """Tokens that are not conversation: reply priming, system prompt, context, tools."""
-        return 3 + self._system_tokens + self._context_tokens + self._tool_tokens
+        """Tokens that are not conversation: reply priming, system prompt, context, notes, tools."""
+        return 3 + self._system_tokens + self._context_tokens + self._notes_tokens + self._tool_tokens
+
+    def _render_notes(self) -> None:
+        text = self.notes.render(self.tokenizer.count)
+        self._notes_message = {"role": "system", "content": text} if text else None
+        self._notes_tokens = self.tokenizer.count_message(self._notes_message) if self._notes_message else 0
+
+    def write_note(self, category: str, text: str, importance: str = "normal") -> None:
+        """Writes a note carried verbatim in every prompt (within the notes' token cap, critical
+        first): categories task_progress, decisions, bugs, constraints, learnings, misc;
+        importance critical, high, normal, low."""
+        note = self.notes.write_note(category, text, importance)
+        self._render_notes()
+        if self._protected_tokens() > self.prompt_budget:
+            self.notes.notes.remove(note)
+            self._render_notes()
+            self._overflow(self._protected_tokens() + self.tokenizer.count(text), "notes")
+        if self._effective(self._total()) > self.trigger * self.prompt_budget:
+            self._compact("trigger")
+
+    async def acompact(self, force: bool = False) -> CompactionResult:
+        """:meth:`compact` for async code: runs in a worker thread, so an async summarizer is
+        awaited there and the event loop is never blocked."""
+        return await asyncio.to_thread(self.compact, force)
 
     def _first_role(self) -> str | None:
         return self._conversation[0].get("role") if self._conversation else None
@@ -347,7 +385,7 @@ class ContextWindow:
         budget = self.prompt_budget
         history = self._history.total_tokens
         by_component = {
-            "system_prompt": self._system_tokens + self._context_tokens,
+            "system_prompt": self._system_tokens + self._context_tokens + self._notes_tokens,
             "tool_definitions": self._tool_tokens,
             "message_history": history - self._tool_result_tokens,
             "tool_results": self._tool_result_tokens,
@@ -572,7 +610,14 @@ class ContextWindow:
             protected_groups=self._protected_groups(entries))
         reports = self.cascade.run(state)
         if state.total() > state.target:
+            # The last resort keeps a conversation summary while anything else can go, and
+            # drops it only if the budget cannot be met otherwise.
+            summaries = {e.group for e in state.entries if e.group < 0}
+            state.protected_groups |= summaries
             reports.append(DropOldest().apply(state))
+            state.protected_groups -= summaries
+            if state.total() > state.budget:
+                reports.append(DropOldest().apply(state))
         # Rebuild the FIFO from the compacted entries (one O(window) pass per compaction).
         self._history = TokenHistory()
         self._conversation = []
@@ -595,6 +640,8 @@ class ContextWindow:
             out.append(self._system_message)
         if self._context_message is not None:
             out.append(self._context_message)
+        if self._notes_message is not None:
+            out.append(self._notes_message)
         first = self._first_role()
         if first is not None and first != "user":
             out.append(dict(PLACEHOLDER_USER))

@@ -12,6 +12,7 @@ import logging
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 from ctxwindow.messages import tool_call_ids
 from ctxwindow.strategies.base import CompactionState, Entry, Strategy, StrategyReport
+from ctxwindow.strategies.summarize import SummaryFailed
 
 __all__ = ["Cascade", "CallableStrategy", "as_strategy"]
 
@@ -122,6 +123,8 @@ class Cascade:
                 break
             try:
                 reports.append(strategy.apply(state))
+            except SummaryFailed as failure:  # expected: summarizing is retried next time
+                logger.warning("ctxwindow: %s did not apply (%s); trying the next strategy", strategy.name, failure)
             except Exception:  # a failing strategy is skipped; the next one runs
                 logger.exception("ctxwindow: strategy %s failed; trying the next one", strategy.name)
         return reports

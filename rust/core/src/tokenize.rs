@@ -501,6 +501,42 @@ impl Tokenizer {
         counts.map_err(|_| Error::Overflow("a count exceeds 2^32 - 1 tokens"))
     }
 
+    /// A fast offline text embedding: the pieces of `text` (as split for this encoding) hashed
+    /// into `dim` signed buckets, L2-normalized (all zeros for empty text). Near-duplicate texts
+    /// (repeated status polls, retried commands) have a cosine near 1. Not a semantic model.
+    pub fn embed(&self, text: &str, dim: usize) -> Vec<f32> {
+        let mut vector = vec![0.0f32; dim];
+        if dim == 0 {
+            return vector;
+        }
+        self.vocab.for_each_piece(text, |piece| {
+            let mut hasher = rustc_hash::FxHasher::default();
+            std::hash::Hasher::write(&mut hasher, piece.as_bytes());
+            let hash = std::hash::Hasher::finish(&hasher);
+            let bucket = (hash % dim as u64) as usize;
+            vector[bucket] += if hash >> 63 == 1 { -1.0 } else { 1.0 };
+        });
+        let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            vector.iter_mut().for_each(|v| *v /= norm);
+        }
+        vector
+    }
+
+    /// [`embed`](Self::embed) of many texts, row-major `texts.len() x dim`, over the cores.
+    pub fn embed_many<S: AsRef<str> + Sync>(&self, texts: &[S], dim: usize) -> Result<Vec<f32>> {
+        if dim == 0 || dim > 1 << 16 {
+            return Err(Error::InvalidArgument(format!(
+                "dim must be in 1..=65536, got {dim}"
+            )));
+        }
+        let mut out = vec![0.0f32; texts.len() * dim];
+        out.par_chunks_mut(dim)
+            .zip(texts.par_iter())
+            .for_each(|(row, text)| row.copy_from_slice(&self.embed(text.as_ref(), dim)));
+        Ok(out)
+    }
+
     /// The pieces `text` is split into before the byte-pair merges (for inspection and tests).
     pub fn pieces<'t>(&self, text: &'t str) -> Vec<&'t str> {
         let mut pieces = Vec::new();
@@ -681,6 +717,22 @@ mod tests {
         fn encode_bytes_for_test(&self, bytes: &[u8]) -> Option<u32> {
             self.vocab.ranks.get(bytes).copied()
         }
+    }
+
+    #[test]
+    fn embeddings_are_unit_vectors_and_near_duplicates_are_close() {
+        let t = Tokenizer::new("cl100k_base").unwrap();
+        let a = t.embed("status: 3 jobs running, 2 queued", 64);
+        let b = t.embed("status: 3 jobs running, 2 queued", 64);
+        let c = t.embed("the weather in Paris is sunny", 64);
+        let dot = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>();
+        assert!((dot(&a, &a) - 1.0).abs() < 1e-5);
+        assert!((dot(&a, &b) - 1.0).abs() < 1e-5);
+        assert!(dot(&a, &c) < 0.9);
+        assert_eq!(t.embed("", 8), vec![0.0; 8]);
+        let many = t.embed_many(&["x y", "x y"], 16).unwrap();
+        assert_eq!(many[..16], many[16..]);
+        assert!(t.embed_many(&["x"], 0).is_err());
     }
 
     #[test]

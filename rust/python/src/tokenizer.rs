@@ -5,7 +5,7 @@ use ctxwindow_core::chat::{REPLY_PRIMING_TOKENS, message_tokens};
 use ctxwindow_core::image::{ImageDetail, image_tokens as core_image_tokens};
 use ctxwindow_core::tokenize::HeuristicCounter;
 use ctxwindow_core::{Encoding, Tokenizer};
-use numpy::PyArray1;
+use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
@@ -171,6 +171,23 @@ impl PyTokenizer {
             })
             .collect::<PyResult<Vec<u32>>>()?;
         self.inner.decode(&ids).py_err(py)
+    }
+
+    /// Hashed bag-of-pieces embeddings of texts: a float32 array of shape (len(texts), dim),
+    /// rows L2-normalized. Fast and offline; for near-duplicate detection, not semantics.
+    #[pyo3(signature = (texts, dim = 256))]
+    fn embed_many<'py>(
+        &self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+        dim: usize,
+    ) -> PyResult<Bound<'py, numpy::PyArray2<f32>>> {
+        let objects = collect(texts, "texts")?;
+        let strs = borrow_texts(&objects)?;
+        let flat = py.detach(|| self.inner.embed_many(&strs, dim)).py_err(py)?;
+        let rows = strs.len();
+        let array = PyArray1::from_vec(py, flat);
+        array.reshape([rows, dim])
     }
 
     /// The pieces the encoding's pattern splits `text` into before the merges.

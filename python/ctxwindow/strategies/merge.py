@@ -1,0 +1,90 @@
+"""``SemanticMerge``: near-duplicate tool outputs (repeated status polls, retried commands) are
+merged into the newest one; the older ones become short placeholders that say what they
+duplicated, and the merges are recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxwindow._native import Tokenizer
+from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
+from ctxwindow.strategies.base import CompactionState, StrategyReport
+
+__all__ = ["SemanticMerge", "Merge"]
+
+Embedder = Callable[[Sequence[str]], Any]
+_DEFAULT_TOKENIZER = Tokenizer("o200k_base")
+
+
+def hashed_embedder(texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """The default embedder: native hashed bag of pieces, 256 dimensions (offline, fast)."""
+    return _DEFAULT_TOKENIZER.embed_many(list(texts), 256)
+
+
+@dataclass(frozen=True)
+class Merge:
+    """One merge: the older message (by sequence number) folded into the newer one."""
+
+    older_seq: int
+    newer_seq: int
+    similarity: float
+    tool: str
+
+
+@dataclass
+class SemanticMerge:
+    """Merges tool results whose embeddings have cosine >= ``threshold`` with a newer result of
+    the same tool, keeping the newest. ``embedder(texts) -> (n, d) array``: the default is the
+    native hashed embedder (cheap enough for every turn); any model can be plugged in."""
+
+    threshold: float = 0.85
+    embedder: Embedder | None = None
+    name: str = "semantic_merge"
+    cost: str = "free"
+    merges: list[Merge] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise InvalidArgumentError(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.embedder is not None and not callable(self.embedder):
+            raise InvalidTypeError("embedder must be a callable (texts) -> array of shape (n, d)")
+
+    def apply(self, state: CompactionState) -> StrategyReport:
+        report = StrategyReport(self.name, state.total(), state.total())
+        results = [e for e in state.entries if e.role == "tool" and isinstance(e.message.get("content"), str)
+                   and e.original is None]
+        if len(results) < 2:
+            return report
+        vectors = np.asarray((self.embedder or hashed_embedder)([e.message["content"] for e in results]),
+                             dtype=np.float64)
+        if vectors.ndim != 2 or vectors.shape[0] != len(results):
+            raise InvalidArgumentError(f"the embedder returned shape {vectors.shape}, expected ({len(results)}, d)")
+        norms = np.linalg.norm(vectors, axis=1)
+        norms[norms == 0] = 1.0
+        unit = vectors / norms[:, None]
+        similarity = unit @ unit.T
+        tools = [state.tool_name(e) for e in results]
+        for i in range(len(results) - 1):
+            older = results[i]
+            if state.is_protected(older) or not state.over_target():
+                continue
+            later = [j for j in range(i + 1, len(results))
+                     if tools[j] == tools[i] and similarity[i, j] >= self.threshold]
+            if not later:
+                continue
+            j = later[-1]
+            newer = results[j]
+            placeholder = {**older.message, "content":
+                           f"[Merged: near-duplicate of the later {tools[i]} result at turn {newer.turn} "
+                           f"(similarity {similarity[i, j]:.2f})]"}
+            if state.count_message(placeholder) < older.tokens:
+                state.rewrite(older, placeholder)
+                self.merges.append(Merge(older.seq, newer.seq, float(similarity[i, j]), tools[i]))
+                report.touched += 1
+        report.tokens_after = state.total()
+        return report

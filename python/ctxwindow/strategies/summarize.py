@@ -1,0 +1,259 @@
+"""Strategies that shrink the window by summarizing: :class:`Summarize` (transactional,
+incremental, one ``[Conversation Summary]`` message first in the conversation) and
+:class:`ProgressiveSummarize` (full text, key points, one line, title only as turns age)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwindow.errors import CtxWindowError, InvalidArgumentError, InvalidTypeError
+from ctxwindow.messages import text_of
+from ctxwindow.strategies.base import CompactionState, Entry, Message, StrategyReport
+from ctxwindow.summarizers import (
+    SUMMARY_HEADER,
+    TARGET_PREFIX,
+    TRANSCRIPT_CLOSE,
+    TRANSCRIPT_OPEN,
+    extractive,
+)
+
+__all__ = ["COMPACTION_SYSTEM_PROMPT", "SummaryFailed", "Summarize", "ProgressiveSummarize", "call_summarizer",
+           "render_transcript"]
+
+logger = logging.getLogger("ctxwindow")
+
+Summarizer = Callable[[str, str], Any]
+
+COMPACTION_SYSTEM_PROMPT = """You compact the history of an AI agent's conversation so the agent can continue its task without it.
+PRESERVE, exactly: every decision with its rationale; errors and failures verbatim; progress as done / current / remaining; every user constraint, rule and preference verbatim; file paths, names, identifiers, numbers, amounts and dates.
+DROP: greetings and filler, repetition, plans that were superseded (say what replaced them), raw tool output that was already acted upon.
+FORMAT: start with "[Conversation Summary]", then short bullet lines, no preamble, within the token target."""
+
+
+class SummaryFailed(CtxWindowError):
+    """The summarizer raised, timed out, returned nothing, or returned something not shorter than
+    what it would replace. The window is unchanged; the next strategy runs."""
+
+
+def call_summarizer(summarizer: Summarizer, system: str, user: str, timeout: float | None) -> str:
+    """Calls a sync or async summarizer with a timeout (seconds, None: no limit)."""
+
+    def run() -> Any:
+        result = summarizer(system, user)
+        if inspect.isawaitable(result):
+            async def bounded() -> Any:
+                return await asyncio.wait_for(result, timeout)
+            return asyncio.run(bounded())
+        return result
+
+    if timeout is None:
+        result = run()
+    else:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwindow-summarizer")
+        try:
+            result = pool.submit(run).result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            raise SummaryFailed(f"the summarizer did not answer within {timeout} s") from None
+        except (TimeoutError, asyncio.TimeoutError):
+            raise SummaryFailed(f"the summarizer did not answer within {timeout} s") from None
+        except Exception as error:
+            raise SummaryFailed(f"the summarizer raised {type(error).__name__}: {error}") from error
+        finally:
+            pool.shutdown(wait=False)
+    if not isinstance(result, str):
+        raise SummaryFailed(f"the summarizer returned {type(result).__name__}, not str")
+    return result
+
+
+def render_transcript(entries: Sequence[Entry]) -> str:
+    """One line per message: ``role: text``; tool calls as ``assistant called name(args)``."""
+    lines = []
+    for entry in entries:
+        message = entry.original or entry.message
+        text = " ".join(text_of(message).split())
+        if message.get("role") == "tool":
+            name = message.get("name") or "tool"
+            lines.append(f"tool {name} result: {text}")
+            continue
+        if text:
+            lines.append(f"{message.get('role')}: {text}")
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", {})
+            lines.append(f"assistant called {function.get('name')}({function.get('arguments')})")
+    return "\n".join(lines)
+
+
+def _is_summary(entry: Entry) -> bool:
+    content = entry.message.get("content")
+    return entry.group < 0 and isinstance(content, str) and content.startswith(SUMMARY_HEADER)
+
+
+@dataclass
+class Summarize:
+    """Replaces the oldest groups by one ``[Conversation Summary]`` user message placed first in
+    the conversation. Incremental: the new summary folds the previous one and the newly replaced
+    groups only. Transactional: if the summarizer raises, times out, returns nothing or returns
+    something not shorter than what it replaces, nothing changes (:class:`SummaryFailed`; the
+    cascade runs the next strategy) and summarizing is retried at the next compaction. The last
+    ``preserve_recent`` messages are never summarized; groups are never split. The originals are
+    archived and the summary names their retrieval id."""
+
+    summarizer: Summarizer = extractive
+    preserve_recent: int = 10
+    timeout: float | None = 30.0
+    name: str = "summarize"
+    cost: str = "llm"
+    failures: int = 0
+    last_error: str | None = None
+
+    def __post_init__(self) -> None:
+        if not callable(self.summarizer):
+            raise InvalidTypeError("summarizer must be a callable (system, user) -> str")
+        if self.preserve_recent < 0:
+            raise InvalidArgumentError(f"preserve_recent must be >= 0, got {self.preserve_recent}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise InvalidArgumentError(f"timeout must be > 0 seconds, got {self.timeout}")
+        if self.summarizer is extractive:
+            self.cost = "free"
+
+    def apply(self, state: CompactionState) -> StrategyReport:
+        report = StrategyReport(self.name, state.total(), state.total())
+        entries = state.entries
+        previous = entries[0] if entries and _is_summary(entries[0]) else None
+        start = 1 if previous else 0
+        tail_start = max(len(entries) - self.preserve_recent, start)
+        chosen = self._prefix(state, previous, start, tail_start)
+        # The tail is a preference: if summarizing before it cannot reach the target, the
+        # unprotected groups in it are summarized too rather than dropped by the last resort.
+        replaced = sum(e.tokens for e in chosen) + (previous.tokens if previous else 0)
+        if state.total() - replaced + replaced // 3 > state.target:
+            chosen = self._prefix(state, previous, start, len(entries))
+        if not chosen:
+            return report
+        replaced = sum(e.tokens for e in chosen) + (previous.tokens if previous else 0)
+        rest = state.total() - replaced
+        room = state.target - rest
+        if room < 64:  # the target is out of reach: at least fit the budget
+            room = state.budget - rest
+        # Use the room there is (the summarizer keeps the most important lines first); the
+        # result must still be shorter than what it replaces.
+        target = min(room - 16, replaced - 16)
+        if target < 32:
+            self._fail(f"no room for a summary ({room} tokens)")
+        prior = previous.message["content"] if previous else "(none)"
+        user = (f"Previous summary:\n{prior}\n\nMessages to fold in:\n"
+                f"{TRANSCRIPT_OPEN}\n{render_transcript(chosen)}\n{TRANSCRIPT_CLOSE}\n"
+                f"{TARGET_PREFIX} {target}\nWrite the updated summary.")
+        try:
+            text = call_summarizer(self.summarizer, COMPACTION_SYSTEM_PROMPT, user, self.timeout).strip()
+        except SummaryFailed as error:
+            self._fail(str(error))
+        if not text:
+            self._fail("the summarizer returned nothing")
+        if not text.startswith(SUMMARY_HEADER):
+            text = f"{SUMMARY_HEADER}\n{text}"
+        message: Message = {"role": "user", "content": text + "\n(originals: retrieval id ctx-000000)"}
+        tokens = state.count_message(message)
+        if tokens >= replaced:
+            self._fail(f"the summary ({tokens} tokens) is not shorter than what it replaces ({replaced})")
+        retrieval_id = state.archive.put([e.original or e.message for e in chosen])
+        message = {"role": "user", "content": f"{text}\n(originals: retrieval id {retrieval_id})"}
+        tokens = state.count_message(message)
+        # Success: apply all at once.
+        replaced_seqs = {e.seq for e in chosen}
+        if previous is not None:
+            state.entries = [e for e in state.entries if e is not previous]
+        state.entries = [e for e in state.entries if e.seq not in replaced_seqs]
+        state.evicted.extend(chosen)
+        seq = min(e.seq for e in chosen)
+        state.entries.insert(0, Entry(message, tokens, seq, -seq, chosen[-1].turn))
+        report.evicted = [e.original or e.message for e in chosen]
+        report.touched = 1
+        report.tokens_after = state.total()
+        self.failures, self.last_error = 0, None
+        return report
+
+    @staticmethod
+    def _prefix(state: CompactionState, previous: Entry | None, start: int, end: int) -> list[Entry]:
+        """The oldest unprotected groups, in order, that end before position ``end``."""
+        chosen: list[Entry] = []
+        position = start
+        for group in state.groups():
+            if previous is not None and group[0] is previous:
+                continue
+            if position + len(group) > end or state.group_protected(group):
+                break
+            chosen.extend(group)
+            position += len(group)
+        return chosen
+
+    def _fail(self, reason: str) -> Any:
+        self.failures += 1
+        self.last_error = reason
+        raise SummaryFailed(reason)
+
+
+@dataclass
+class ProgressiveSummarize:
+    """Ages messages: full text for turns newer than ``levels[0]``, key points from
+    ``levels[0]`` turns old, one line from ``levels[1]``, title only from ``levels[2]`` (defaults
+    1 / 5 / 20). A message is rewritten only when its age crosses a boundary; its original stays
+    retrievable through the window's archive of the message (``Entry.original``)."""
+
+    levels: tuple[int, int, int] = (1, 5, 20)
+    summarizer: Summarizer = extractive
+    name: str = "progressive_summarize"
+    cost: str = "free"
+    _level: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.levels) != 3 or not 0 < self.levels[0] < self.levels[1] < self.levels[2]:
+            raise InvalidArgumentError(f"levels must be three increasing ages in turns > 0, got {self.levels}")
+        if self.summarizer is not extractive:
+            self.cost = "llm"
+
+    def _level_of(self, age: int) -> int:
+        return sum(1 for boundary in self.levels if age >= boundary)
+
+    def _render(self, entry: Entry, level: int) -> str:
+        original = entry.original or entry.message
+        text = text_of(original)
+        if level == 1:
+            user = f"{TRANSCRIPT_OPEN}\n{text}\n{TRANSCRIPT_CLOSE}\n{TARGET_PREFIX} {max(entry.tokens // 2, 16)}"
+            summary = call_summarizer(self.summarizer, COMPACTION_SYSTEM_PROMPT, user, 30.0)
+            body = summary.removeprefix(SUMMARY_HEADER).strip()
+            return f"[Key points] {body}" if body else f"[Key points] {' '.join(text.split())[:200]}"
+        first_line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        if level == 2:
+            return f"[One line] {first_line[:160]}"
+        return f"[Title] {' '.join(first_line.split()[:8])}"
+
+    def apply(self, state: CompactionState) -> StrategyReport:
+        report = StrategyReport(self.name, state.total(), state.total())
+        for entry in state.entries:
+            if state.is_protected(entry) or _is_summary(entry) or entry.message.get("tool_calls"):
+                continue
+            if not isinstance((entry.original or entry.message).get("content"), str):
+                continue
+            level = self._level_of(state.current_turn - entry.turn)
+            if level <= self._level.get(entry.seq, 0):
+                continue
+            try:
+                content = self._render(entry, level)
+            except Exception:  # a failing summary leaves this message as it is
+                logger.exception("ctxwindow: progressive summary of message %d failed", entry.seq)
+                continue
+            candidate = {**entry.message, "content": content}
+            if state.count_message(candidate) < entry.tokens:
+                state.rewrite(entry, candidate)
+                report.touched += 1
+            self._level[entry.seq] = level
+        report.tokens_after = state.total()
+        return report
+
