@@ -17,6 +17,7 @@ __all__ = [
     "InvalidTextError",
     "MalformedMessageError",
     "ContextOverflowError",
+    "MissingDependencyError",
 ]
 
 
@@ -74,3 +75,8 @@ class ContextOverflowError(CtxWindowError, ValueError):
         if detail:
             message = f"{message}: {detail}"
         super().__init__(message)
+
+
+class MissingDependencyError(CtxWindowError, ImportError):
+    """An optional feature needs a package that is not installed; the message names the extra
+    to install."""

@@ -4,15 +4,22 @@
 that carry decisions, constraints, rules, preferences, errors, numbers, file paths and
 identifiers, compressing long data lines (tool output) to their key facts, within the token
 target the prompt asks for. It needs no model and no API key.
+
+:func:`openai_summarizer` and :func:`anthropic_summarizer` adapt the providers' SDKs (optional
+extras ``ctxwindow[openai]`` and ``ctxwindow[anthropic]``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from ctxwindow._native import Tokenizer
+from ctxwindow.errors import CtxWindowError, MissingDependencyError
 
-__all__ = ["extractive", "SUMMARY_HEADER", "TRANSCRIPT_OPEN", "TRANSCRIPT_CLOSE", "TARGET_PREFIX"]
+__all__ = ["extractive", "openai_summarizer", "anthropic_summarizer", "SUMMARY_HEADER", "TRANSCRIPT_OPEN",
+           "TRANSCRIPT_CLOSE", "TARGET_PREFIX"]
 
 SUMMARY_HEADER = "[Conversation Summary]"
 TRANSCRIPT_OPEN = "<transcript>"
@@ -24,7 +31,9 @@ _RULE = re.compile(
     r"\b(never|must|always|do not|don't|should not|shouldn't|cannot|can't|required?|only|"
     r"decided|decision|agreed|chose|switch(?:ed)? to|instead|rule|constraint|policy|prefer(?:s|ence)?|"
     r"goal|deadline|budget|cap|limit|next step|todo|remaining|done|blocked|safety|fact|"
-    r"current task|must stay)\b", re.IGNORECASE)
+    r"current task|must stay|under no circumstances|compliance|requirement|forbidden|prohibited|"
+    r"not allowed|no exceptions|final|go with|going with|revise|change of plan|approved|rejected|"
+    r"critical|important|remember)\b", re.IGNORECASE)
 _ERROR = re.compile(r"\b(error|exception|traceback|failed|failure|fatal|denied|invalid)\b", re.IGNORECASE)
 _FACT = re.compile(r"\d|/|_|[a-z][A-Z]|\b[A-Z0-9]{4,}\b")
 _LONG_LINE = 300
@@ -109,3 +118,77 @@ def extractive(system: str, user: str) -> str:
     if not scored:
         return ""
     return SUMMARY_HEADER + "\n" + "\n".join(f"- {line}" for _, _, line in scored)
+
+
+def _missing(package: str, extra: str) -> CtxWindowError:
+    return MissingDependencyError(f"this summarizer needs the {package} package: pip install 'ctxwindow[{extra}]'")
+
+
+def openai_summarizer(
+    model: str = "gpt-4o-mini",
+    *,
+    client: Any = None,
+    max_tokens: int = 1024,
+    temperature: float = 0.0,
+    asynchronous: bool = False,
+    **client_options: Any,
+) -> Callable[[str, str], Any]:
+    """A summarizer that calls an OpenAI-compatible chat completions API through the ``openai``
+    package (``pip install 'ctxwindow[openai]'``). Pass a ``client`` (``OpenAI`` or
+    ``AsyncOpenAI``), or options to build one (``base_url``, ``api_key``, ``max_retries``...);
+    ``asynchronous=True`` returns an async summarizer."""
+    if client is None:
+        try:
+            import openai
+        except ModuleNotFoundError:
+            raise _missing("openai", "openai") from None
+        client = (openai.AsyncOpenAI if asynchronous else openai.OpenAI)(**client_options)
+
+    def request(system: str, user: str) -> dict[str, Any]:
+        return {"model": model, "max_tokens": max_tokens, "temperature": temperature,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+
+    if asynchronous:
+        async def summarize_async(system: str, user: str) -> str:
+            response = await client.chat.completions.create(**request(system, user))
+            return str(response.choices[0].message.content or "")
+        return summarize_async
+
+    def summarize(system: str, user: str) -> str:
+        response = client.chat.completions.create(**request(system, user))
+        return str(response.choices[0].message.content or "")
+    return summarize
+
+
+def anthropic_summarizer(
+    model: str = "claude-3-5-haiku-latest",
+    *,
+    client: Any = None,
+    max_tokens: int = 1024,
+    asynchronous: bool = False,
+    **client_options: Any,
+) -> Callable[[str, str], Any]:
+    """A summarizer that calls Anthropic's Messages API through the ``anthropic`` package
+    (``pip install 'ctxwindow[anthropic]'``); arguments as :func:`openai_summarizer`."""
+    if client is None:
+        try:
+            import anthropic
+        except ModuleNotFoundError:
+            raise _missing("anthropic", "anthropic") from None
+        client = (anthropic.AsyncAnthropic if asynchronous else anthropic.Anthropic)(**client_options)
+
+    def request(system: str, user: str) -> dict[str, Any]:
+        return {"model": model, "max_tokens": max_tokens, "system": system,
+                "messages": [{"role": "user", "content": user}]}
+
+    def text(response: Any) -> str:
+        return "".join(block.text for block in response.content if getattr(block, "type", "") == "text")
+
+    if asynchronous:
+        async def summarize_async(system: str, user: str) -> str:
+            return text(await client.messages.create(**request(system, user)))
+        return summarize_async
+
+    def summarize(system: str, user: str) -> str:
+        return text(client.messages.create(**request(system, user)))
+    return summarize
