@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ctxwindow._native import HistorySnapshot, TokenHistory, __version__
 from ctxwindow.errors import (
+    CheckpointCorruptError,
     ContextOverflowError,
     CtxWindowError,
     HistoryIndexError,
@@ -23,7 +24,9 @@ from ctxwindow.errors import (
     InvalidTextError,
     InvalidTypeError,
     MalformedMessageError,
+    MissingDependencyError,
     SnapshotError,
+    StaleCheckpointError,
     UnknownEncodingError,
 )
 from ctxwindow.window import CompactionResult, ContextWindow, Usage
@@ -60,4 +63,7 @@ __all__ = [
     "HistoryIndexError",
     "InvalidTextError",
     "MalformedMessageError",
+    "MissingDependencyError",
+    "StaleCheckpointError",
+    "CheckpointCorruptError",
 ]

@@ -18,6 +18,8 @@ __all__ = [
     "MalformedMessageError",
     "ContextOverflowError",
     "MissingDependencyError",
+    "StaleCheckpointError",
+    "CheckpointCorruptError",
 ]
 
 
@@ -80,3 +82,12 @@ class ContextOverflowError(CtxWindowError, ValueError):
 class MissingDependencyError(CtxWindowError, ImportError):
     """An optional feature needs a package that is not installed; the message names the extra
     to install."""
+
+
+class StaleCheckpointError(CtxWindowError, ValueError):
+    """A checkpoint save based on an older version than the store holds; nothing was written.
+    Load the newer version and retry."""
+
+
+class CheckpointCorruptError(CtxWindowError, ValueError):
+    """A stored checkpoint that cannot be read (truncated, wrong schema, garbage)."""

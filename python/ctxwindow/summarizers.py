@@ -11,6 +11,7 @@ extras ``ctxwindow[openai]`` and ``ctxwindow[anthropic]``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +27,10 @@ TRANSCRIPT_OPEN = "<transcript>"
 TRANSCRIPT_CLOSE = "</transcript>"
 TARGET_PREFIX = "TARGET_TOKENS:"
 
-_COUNTER = Tokenizer("o200k_base")
+@functools.cache
+def _counter() -> Tokenizer:
+    return Tokenizer("o200k_base")
+
 _RULE = re.compile(
     r"\b(never|must|always|do not|don't|should not|shouldn't|cannot|can't|required?|only|"
     r"decided|decision|agreed|chose|switch(?:ed)? to|instead|rule|constraint|policy|prefer(?:s|ence)?|"
@@ -105,12 +109,12 @@ def extractive(system: str, user: str) -> str:
             seen.add(line)
             scored.append((rank, index, line))
     if target is not None:
-        budget = target - _COUNTER.count(SUMMARY_HEADER) - 2
+        budget = target - _counter().count(SUMMARY_HEADER) - 2
         chosen: list[tuple[int, int, str]] = []
         used = 0
         # Most important first; among equals the most recent (it supersedes older lines).
         for rank, index, line in sorted(scored, key=lambda item: (-item[0], -item[1])):
-            tokens = _COUNTER.count("- " + line + "\n")
+            tokens = _counter().count("- " + line + "\n")
             if used + tokens <= budget:
                 chosen.append((rank, index, line))
                 used += tokens

@@ -32,7 +32,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxwindow._native import TokenHistory, Tokenizer
 from ctxwindow.budget import PROFILES as BUDGET_PROFILES
@@ -64,6 +64,9 @@ from ctxwindow.strategies import (
     TruncateToolResults,
 )
 from ctxwindow.tokenizer import TokenCounter
+
+if TYPE_CHECKING:
+    from ctxwindow.checkpoint import TaskCheckpoint
 
 __all__ = ["ContextWindow", "Usage", "CompactionResult", "PROFILES", "STRATEGY_TYPES"]
 
@@ -647,6 +650,71 @@ class ContextWindow:
             out.append(dict(PLACEHOLDER_USER))
         out.extend(self._conversation)
         return out
+
+    # --- checkpoints -----------------------------------------------------------------------
+
+    def checkpoint(self, goal: str, **fields: Any) -> TaskCheckpoint:
+        """A :class:`~ctxwindow.checkpoint.TaskCheckpoint` of the task with this window's state
+        (history with pins and summaries, pending tool calls, notes, archive, system prompt,
+        context, calibration), so :meth:`resume` restores ``messages()`` exactly."""
+        from ctxwindow.checkpoint import TaskCheckpoint
+
+        def entry(e: Entry) -> dict[str, Any]:
+            return {"message": e.message, "tokens": e.tokens, "seq": e.seq, "group": e.group,
+                    "turn": e.turn, "pinned": e.pinned, "original": e.original}
+
+        state = {
+            "entries": [entry(e) for e in self._entries()],
+            "pending": [entry(e) for e in self._pending],
+            "open_calls": sorted(self._open_calls),
+            "seq": self._seq, "turn": self._turn, "calibration": self._calibration,
+            "notes": [{"category": n.category, "text": n.text, "importance": n.importance} for n in self.notes.notes],
+            "archive": self.archive.to_dict(),
+            "system": self._system_message["content"] if self._system_message else None,
+            "context": self._context_message["content"] if self._context_message else None,
+        }
+        return TaskCheckpoint(goal=goal, window_state=state, **fields)
+
+    def restore(self, checkpoint: TaskCheckpoint) -> None:
+        """Restores the state of :meth:`checkpoint` into this window (built with the same
+        settings). Messages are recounted with this window's tokenizer."""
+        state = checkpoint.window_state
+        if not isinstance(state, dict) or "entries" not in state:
+            raise InvalidArgumentError("the checkpoint holds no window state (use ContextWindow.checkpoint)")
+
+        def entry(data: dict[str, Any]) -> Entry:
+            return Entry(data["message"], self.tokenizer.count_message(data["message"]), data["seq"],
+                         data["group"], data["turn"], data["pinned"], data.get("original"))
+
+        entries = [entry(e) for e in state["entries"]]
+        self.set_system(state.get("system"))
+        self.set_context(state.get("context"))
+        self.notes.notes.clear()
+        for note in state.get("notes", []):
+            self.notes.write_note(note["category"], note["text"], note["importance"])
+        self._render_notes()
+        self.archive.restore(state.get("archive", {}))
+        self._history = TokenHistory()
+        self._conversation = []
+        previous = None
+        for e in entries:
+            self._history.push(e, e.tokens, e.group != previous)
+            self._conversation.append(e.message)
+            previous = e.group
+        self._pinned_in_history = sum(e.pinned for e in entries)
+        self._tool_result_tokens = sum(e.tokens for e in entries if e.role == "tool")
+        self._pending = [entry(e) for e in state.get("pending", [])]
+        self._open_calls = set(state.get("open_calls", []))
+        self._seq, self._turn = int(state["seq"]), int(state["turn"])
+        self._calibration = float(state.get("calibration", 1.0))
+
+    def resume(self, store: Any, session_id: str = "default") -> TaskCheckpoint | None:
+        """Loads the newest checkpoint of ``session_id`` from a checkpoint store and restores
+        it into this window; returns it (None when the session has none)."""
+        checkpoint: TaskCheckpoint | None = store.load(session_id)
+        if checkpoint is not None:
+            self.restore(checkpoint)
+        return checkpoint
 
     def pending_messages(self) -> list[Message]:
         """The tool-call group waiting for results (held back from ``messages()``)."""

@@ -53,6 +53,16 @@ class Archive:
     def __len__(self) -> int:
         return len(self._items)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The archive's content (for checkpoints)."""
+        return {"items": self._items, "next": len(self._items) + 1}
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """Replaces the content with a :meth:`to_dict` result."""
+        self._items = {str(k): [dict(m) for m in v] for k, v in data.get("items", {}).items()}
+        numbers = [int(k.rsplit("-", 1)[1]) for k in self._items if k.rsplit("-", 1)[1].isdigit()]
+        self._ids = itertools.count(max(numbers, default=0) + 1)
+
 
 @dataclass
 class StrategyReport:

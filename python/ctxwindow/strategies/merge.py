@@ -4,6 +4,7 @@ duplicated, and the merges are recorded."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,12 +19,14 @@ from ctxwindow.strategies.base import CompactionState, StrategyReport
 __all__ = ["SemanticMerge", "Merge"]
 
 Embedder = Callable[[Sequence[str]], Any]
-_DEFAULT_TOKENIZER = Tokenizer("o200k_base")
+@functools.cache
+def _default_tokenizer() -> Tokenizer:
+    return Tokenizer("o200k_base")
 
 
 def hashed_embedder(texts: Sequence[str]) -> npt.NDArray[np.float32]:
     """The default embedder: native hashed bag of pieces, 256 dimensions (offline, fast)."""
-    return _DEFAULT_TOKENIZER.embed_many(list(texts), 256)
+    return _default_tokenizer().embed_many(list(texts), 256)
 
 
 @dataclass(frozen=True)

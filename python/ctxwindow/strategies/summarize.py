@@ -181,16 +181,18 @@ class Summarize:
 
     @staticmethod
     def _prefix(state: CompactionState, previous: Entry | None, start: int, end: int) -> list[Entry]:
-        """The oldest unprotected groups, in order, that end before position ``end``."""
+        """The unprotected groups, oldest first, that end before position ``end`` (protected
+        groups, such as a pinned first message, stay where they are)."""
         chosen: list[Entry] = []
         position = start
         for group in state.groups():
             if previous is not None and group[0] is previous:
                 continue
-            if position + len(group) > end or state.group_protected(group):
+            if position + len(group) > end:
                 break
-            chosen.extend(group)
             position += len(group)
+            if not state.group_protected(group):
+                chosen.extend(group)
         return chosen
 
     def _fail(self, reason: str) -> Any:
