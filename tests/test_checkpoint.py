@@ -72,7 +72,7 @@ def test_round_trip(store: Store, checkpoint: TaskCheckpoint) -> None:
     assert version == checkpoint.version == 1 and checkpoint.saved_at is not None
     loaded = store.load(session)
     assert loaded == checkpoint
-    assert store.save(loaded, session) == 2  # type: ignore[arg-type]
+    assert store.save(loaded, session) == 2
 
 
 def test_stale_saves_are_rejected_and_write_nothing(store: Store) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 from ctxwindow import __version__
 from ctxwindow.errors import ContextOverflowError, CtxWindowError
 from ctxwindow.fidelity import key_fact_retention
+from ctxwindow.health import HealthMonitor
 from ctxwindow.messages import Message, from_swe_agent, from_tau_bench, text_of, tool_call_ids, validate_message
 from ctxwindow.window import PROFILES, STRATEGY_TYPES, ContextWindow, strategy_from_spec
 
@@ -143,6 +144,7 @@ class ReplayReport:
     fidelity: float = 1.0
     fidelity_missing: list[str] = field(default_factory=list)
     evicted_messages: int = 0
+    alerts: list[dict[str, Any]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         managed, unmanaged = sum(self.sent_managed), sum(self.sent_unmanaged)
@@ -161,6 +163,7 @@ class ReplayReport:
             "manage_us_p50": statistics.median(times),
             "manage_us_p99": times[min(len(times) - 1, int(0.99 * len(times)))],
             "events": self.events,
+            "alerts": self.alerts,
         }
 
 
@@ -194,6 +197,7 @@ def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
                               "tokens": reading.tokens})
 
     window.events.on("on_zone_change", zone_change)
+    health = HealthMonitor(window)
     for message in messages:
         if message.get("role") == "system":
             continue
@@ -204,6 +208,9 @@ def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
             report.sent_unmanaged.append(unmanaged)
             report.utilization.append(usage.total / usage.budget)
             report.zones.append(usage.zone)
+            for alert in health.observe()[1]:
+                report.alerts.append({"call": report.calls, "level": alert.level, "metric": alert.metric,
+                                      "message": alert.message})
         started = time.perf_counter()
         try:
             window.add(message)
@@ -289,6 +296,13 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
         if len(report.events) > 40:
             table.caption = f"... and {len(report.events) - 40} more events"
         console.print(table)
+    if report.alerts:
+        alerts = Table(title="health alerts")
+        for column in ("call", "level", "metric", "message"):
+            alerts.add_column(column)
+        for alert in report.alerts[:20]:
+            alerts.add_row(str(alert["call"]), alert["level"], alert["metric"], alert["message"])
+        console.print(alerts)
     rows = [
         ("source", f"{report.source} ({report.format})"),
         ("messages replayed / model calls", f"{report.messages} / {report.calls}"),
@@ -300,6 +314,7 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
         ("pairing check", "ok: every tool result with its call" if report.pairing_ok else "FAILED"),
         ("evicted messages", str(report.evicted_messages)),
         ("key-fact retention", f"{report.fidelity:.0%}"),
+        ("health alerts", str(len(report.alerts))),
         ("managing time per message", f"p50 {summary['manage_us_p50']:.0f} us, p99 {summary['manage_us_p99']:.0f} us"),
     ]
     table = Table(title="report", show_header=False)

@@ -44,7 +44,8 @@ from ctxwindow.errors import (
     MalformedMessageError,
 )
 from ctxwindow.events import EVENTS, EventBus, StatusEvent
-from ctxwindow.messages import Message, starts_group, tool_call_ids, validate_message
+from ctxwindow.fidelity import key_fact_retention
+from ctxwindow.messages import Message, starts_group, text_of, tool_call_ids, validate_message
 from ctxwindow.pressure import PressureMonitor, PressureReading
 from ctxwindow.strategies import (
     Archive,
@@ -131,6 +132,8 @@ class CompactionResult:
     evicted: list[Message]
     reports: list[StrategyReport] = field(default_factory=list)
     reason: str = "compact"
+    #: Key-fact retention of the window's text across this compaction (when measured).
+    fidelity: float | None = None
 
 
 def _int(value: object, name: str, minimum: int) -> int:
@@ -237,6 +240,10 @@ class ContextWindow:
         self._tool_result_tokens = 0
         self.compactions = 0
         self.evicted_messages = 0
+        #: Tokens of every message added so far (the burn of the conversation).
+        self.tokens_added = 0
+        #: Measure key-fact retention at each compaction (a HealthMonitor turns it on).
+        self.measure_fidelity = False
         self.last_compaction: CompactionResult | None = None
         self._placeholder_tokens = self.tokenizer.count_message(PLACEHOLDER_USER)
         self._system_message: Message | None = None
@@ -458,6 +465,7 @@ class ContextWindow:
         else:
             self._push_group(group)
             self._pending, self._open_calls = [], set()
+        self.tokens_added += tokens
         self._after_add(message, role, turn)
 
     def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
@@ -548,6 +556,7 @@ class ContextWindow:
             self._overflow(protected, "system prompt, pinned, newest user and recent messages")
         budget = self.prompt_budget
         target = math.floor(self.target * budget / self._calibration)
+        before_text = self._window_text() if self.measure_fidelity else None
         native = None
         if not self.cascade.strategies and self._pinned_in_history == 0:
             native = self._drop_oldest_native(target)
@@ -561,7 +570,10 @@ class ContextWindow:
         if evicted and "drop_oldest" not in applied and not any(
                 r.evicted for r in reports if r.name != "drop_oldest"):
             applied.append("drop_oldest")
-        result = CompactionResult(applied, before, after, evicted, reports, reason)
+        fidelity = None
+        if before_text is not None and (applied or evicted):
+            fidelity = key_fact_retention(before_text, self._window_text()).score
+        result = CompactionResult(applied, before, after, evicted, reports, reason, fidelity)
         if applied or evicted:
             self.compactions += 1
             self.evicted_messages += len(evicted)
@@ -577,6 +589,14 @@ class ContextWindow:
             self.events.emit("on_status", StatusEvent(sentence, usage.total, usage.budget,
                                                       usage.utilization, usage.zone))
         return result
+
+    def _window_text(self) -> str:
+        return "\n".join(text_of(m) + json.dumps(m.get("tool_calls") or "") for m in self._conversation)
+
+    @property
+    def llm_strategy_names(self) -> set[str]:
+        """Names of the configured strategies that call a model."""
+        return {s.name for s in self.cascade.strategies if getattr(s, "cost", "free") == "llm"}
 
     def _drop_oldest_native(self, target: int) -> list[Message] | None:
         """The last resort on the native FIFO, O(k) for k evicted entries, when the protected
