@@ -6,12 +6,11 @@ stores that + 1 and updates the object; if the store already holds a newer versi
 the checkpoint was based on, :class:`StaleCheckpointError` and nothing is written.
 
 >>> import tempfile
->>> store = FileCheckpointStore(tempfile.mkdtemp())
->>> checkpoint = TaskCheckpoint(goal="Migrate auth to OAuth")
->>> store.save(checkpoint, "s1")
-1
->>> store.load("s1").goal
-'Migrate auth to OAuth'
+>>> with tempfile.TemporaryDirectory() as folder:
+...     store = FileCheckpointStore(folder)
+...     checkpoint = TaskCheckpoint(goal="Migrate auth to OAuth")
+...     print(store.save(checkpoint, "s1"), store.load("s1").goal)
+1 Migrate auth to OAuth
 """
 
 from __future__ import annotations
