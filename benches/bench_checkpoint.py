@@ -44,7 +44,11 @@ def latency_ms(store: Any) -> float:
 
 
 def main() -> None:
-    folder = Path(tempfile.mkdtemp(prefix="ctxwindow-bench-"))
+    with tempfile.TemporaryDirectory(prefix="ctxwindow-bench-") as temporary:
+        run(Path(temporary))
+
+
+def run(folder: Path) -> None:
     results: dict[str, Any] = {}
     table = [["store", "save + load (median, fsync)", "SIGKILL trials", "lost or corrupt loads"]]
     for kind in ("file", "sqlite"):
