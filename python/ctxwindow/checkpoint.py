@@ -27,7 +27,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -246,28 +246,42 @@ class FileCheckpointStore:
         folder = self.directory / _check_session(session_id)
         if not folder.is_dir():
             return None
-        versions = self._versions(folder)
-        problems = []
-        for version in reversed(versions):
-            path = folder / f"v{version:08d}.json"
-            try:
-                checkpoint = TaskCheckpoint.from_dict(json.loads(path.read_bytes()))
-            except FileNotFoundError:
-                continue
-            except (ValueError, UnicodeDecodeError, CheckpointCorruptError) as error:
-                problems.append(f"{path.name}: {error}")
-                continue
-            if checkpoint.version != version:
-                problems.append(f"{path.name}: holds version {checkpoint.version}")
-                continue
-            for problem in problems:
-                message = f"checkpoint {problem}; loaded version {version} instead"
-                logger.warning("ctxwindow: %s", message)
-                self.warnings.append(message)
-            return checkpoint
-        if problems:
-            raise CheckpointCorruptError(f"no good checkpoint in session {session_id!r}: {'; '.join(problems)}")
-        return None
+        def reader(version: int) -> Callable[[], TaskCheckpoint | None]:
+            def read() -> TaskCheckpoint | None:
+                try:
+                    checkpoint = TaskCheckpoint.from_dict(json.loads((folder / f"v{version:08d}.json").read_bytes()))
+                except FileNotFoundError:  # pruned by a concurrent save
+                    return None
+                if checkpoint.version != version:
+                    raise CheckpointCorruptError(f"holds version {checkpoint.version}")
+                return checkpoint
+            return read
+
+        versions = reversed(self._versions(folder))
+        return _newest_good(session_id, ((f"v{v:08d}.json", reader(v)) for v in versions), self.warnings)
+
+
+def _newest_good(session_id: str, candidates: Iterable[tuple[str, Callable[[], TaskCheckpoint | None]]],
+                 warnings: list[str]) -> TaskCheckpoint | None:
+    """The first candidate (newest first) that reads as a good checkpoint; the bad ones before it
+    are logged and added to ``warnings``; :class:`CheckpointCorruptError` if none is good."""
+    problems = []
+    for label, read in candidates:
+        try:
+            checkpoint = read()
+        except (ValueError, UnicodeDecodeError, CheckpointCorruptError) as error:
+            problems.append(f"{label}: {error}")
+            continue
+        if checkpoint is None:
+            continue
+        for problem in problems:
+            message = f"checkpoint {problem}; loaded version {checkpoint.version} instead"
+            logger.warning("ctxwindow: %s", message)
+            warnings.append(message)
+        return checkpoint
+    if problems:
+        raise CheckpointCorruptError(f"no good checkpoint in session {session_id!r}: {'; '.join(problems)}")
+    return None
 
 
 _SQL_SCHEMA = [
@@ -350,21 +364,10 @@ class SQLiteCheckpointStore:
             rows = connection.execute(
                 "SELECT version, data FROM checkpoints WHERE session_id = ? ORDER BY version DESC",
                 (session_id,)).fetchall()
-        problems = []
-        for version, data in rows:
-            try:
-                checkpoint = TaskCheckpoint.from_dict(json.loads(data))
-            except (ValueError, CheckpointCorruptError) as error:
-                problems.append(f"version {version}: {error}")
-                continue
-            for problem in problems:
-                message = f"checkpoint {problem}; loaded version {version} instead"
-                logger.warning("ctxwindow: %s", message)
-                self.warnings.append(message)
-            return checkpoint
-        if problems:
-            raise CheckpointCorruptError(f"no good checkpoint in session {session_id!r}: {'; '.join(problems)}")
-        return None
+        def reader(data: str) -> Callable[[], TaskCheckpoint | None]:
+            return lambda: TaskCheckpoint.from_dict(json.loads(data))
+
+        return _newest_good(session_id, ((f"version {v}", reader(d)) for v, d in rows), self.warnings)
 
     def sessions(self) -> list[str]:
         """The sessions with checkpoints."""

@@ -508,7 +508,7 @@ class ContextWindow:
             self.events.emit("on_turn_start", turn)
         elif role == "tool":
             self.events.emit("on_tool_result", message)
-        elif role == "assistant" and not message.get("tool_calls"):
+        elif role == "assistant" and not message.get("tool_calls") and self.events.has("on_turn_end"):
             self.events.emit("on_turn_end", turn, self.usage)
 
     def _effective(self, total: int) -> float:
