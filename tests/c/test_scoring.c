@@ -35,7 +35,7 @@ static void test_retention(void) {
     CHECK_STATUS(ctxw_score_retention(10, &columns, &params, out, 4), CTXW_OK);
     CHECK(close_to(out[1], exp(-5.0 / 30.0)));
 
-    /* Errors leave out untouched. */
+    /* Argument errors leave out untouched; a negative count is found while scoring. */
     out[0] = -1;
     CHECK_STATUS(ctxw_score("retention", 10, &columns, out, 3), CTXW_INVALID_ARGUMENT);
     CHECK_STATUS(ctxw_score("lfu", 10, &columns, out, 4), CTXW_INVALID_ARGUMENT);
@@ -44,9 +44,11 @@ static void test_retention(void) {
     size_t len = 0;
     CHECK_STATUS(ctxw_last_error_message(message, sizeof message, &len), CTXW_OK);
     CHECK(strstr(message, "created_turn") != NULL);
+    CHECK(out[0] == -1);
     access[1] = -1;
     CHECK_STATUS(ctxw_score("retention", 10, &columns, out, 4), CTXW_INVALID_ARGUMENT);
-    CHECK(out[0] == -1);
+    CHECK_STATUS(ctxw_last_error_message(message, sizeof message, &len), CTXW_OK);
+    CHECK(strstr(message, "access_count must be >= 0, got -1 at index 1") != NULL);
     CHECK_STATUS(ctxw_score(NULL, 10, &columns, out, 4), CTXW_NULL_ARGUMENT);
     CHECK_STATUS(ctxw_score("retention", 10, NULL, out, 4), CTXW_NULL_ARGUMENT);
     CHECK_STATUS(ctxw_score("retention", 10, &columns, NULL, 4), CTXW_NULL_ARGUMENT);

@@ -6,7 +6,7 @@
 //! policy. Decay terms `exp(-age / scale)` with small non-negative integer ages come from a table
 //! filled per call with the same `exp`, so they are bitwise equal to computing them directly.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 
@@ -427,6 +427,17 @@ fn check_len(name: &str, len: usize, n: usize) -> Result<()> {
     }
 }
 
+fn reads_access_count(policy: &Policy) -> bool {
+    matches!(policy, Policy::Retention(_))
+}
+
+fn reads_reference_count(policy: &Policy) -> bool {
+    matches!(
+        policy,
+        Policy::Lru(_) | Policy::Priority(_) | Policy::Hybrid(_)
+    )
+}
+
 fn check_non_negative(name: &str, values: &[i64]) -> Result<()> {
     match values.iter().position(|&v| v < 0) {
         None => Ok(()),
@@ -486,10 +497,15 @@ impl Columns<'_> {
         if let Some(tokens) = self.tokens {
             check_non_negative("tokens", tokens)?;
         }
-        if let Some(counts) = self.access_count {
+        // Count columns the policy reads are checked while scoring (one pass instead of two).
+        if let Some(counts) = self.access_count
+            && !reads_access_count(policy)
+        {
             check_non_negative("access_count", counts)?;
         }
-        if let Some(counts) = self.reference_count {
+        if let Some(counts) = self.reference_count
+            && !reads_reference_count(policy)
+        {
             check_non_negative("reference_count", counts)?;
         }
         if let Some(types) = self.content_type
@@ -688,6 +704,8 @@ struct Kernel<'a> {
     decay_c: Decay,
     frequency: Frequency,
     semantic: Option<Semantic<'a>>,
+    /// Set when a count column the policy reads holds a negative value (checked in the pass).
+    negative: AtomicBool,
 }
 
 impl Kernel<'_> {
@@ -704,10 +722,13 @@ impl Kernel<'_> {
 
     #[inline(always)]
     fn lru(&self, p: &LruParams, decay: &Decay, i: usize) -> f64 {
-        if let Some(refs) = self.cols.reference_count
-            && refs[i] == 0
-        {
-            return p.unreferenced_score;
+        if let Some(refs) = self.cols.reference_count {
+            if refs[i] < 0 {
+                self.negative.store(true, Ordering::Relaxed);
+            }
+            if refs[i] == 0 {
+                return p.unreferenced_score;
+            }
         }
         let last = self.cols.last_access_turn.expect("validated");
         decay.at(self.age_since(last, i))
@@ -725,10 +746,12 @@ impl Kernel<'_> {
             .cols
             .content_type
             .map_or(p.unknown_source, |t| p.source_prestige[usize::from(t[i])]);
-        let reuse = self
-            .cols
-            .reference_count
-            .map_or(0.0, |r| (r[i] as f64 / p.reuse_saturation).min(1.0));
+        let reuse = self.cols.reference_count.map_or(0.0, |r| {
+            if r[i] < 0 {
+                self.negative.store(true, Ordering::Relaxed);
+            }
+            (r[i] as f64 / p.reuse_saturation).min(1.0)
+        });
         let explicit = if self.cols.pinned.is_some_and(|pinned| pinned[i]) {
             1.0
         } else {
@@ -753,8 +776,12 @@ impl Kernel<'_> {
     fn retention(&self, p: &RetentionParams, i: usize) -> f64 {
         let last = self.cols.last_access_turn.expect("validated");
         let access = self.cols.access_count.expect("validated");
+        let count = access[i];
+        if count < 0 {
+            self.negative.store(true, Ordering::Relaxed);
+        }
         let age = self.age_since(last, i).max(0);
-        p.recency_weight * self.decay_a.at(age) + p.frequency_weight * self.frequency.at(access[i])
+        p.recency_weight * self.decay_a.at(age) + p.frequency_weight * self.frequency.at(count)
     }
 
     #[inline(always)]
@@ -837,9 +864,10 @@ macro_rules! fill {
 /// Errors: columns of different lengths, a column the policy needs but missing, negative tokens
 /// or counts, content types outside 0..=5, NaN or infinite floats, an embedding whose shape does
 /// not match the task embedding, invalid parameters, `out` of the wrong length. The inputs are
-/// never changed; `out` is untouched on every error but a non-finite embedding row, which is
-/// found while scoring (one pass over the embeddings instead of two) and leaves `out` partly
-/// written. Embeddings are read only by `priority` and `hybrid`.
+/// never changed. Negative counts in a column the policy reads and non-finite embedding rows are
+/// found while scoring (one pass over the data instead of two), so on those errors `out` holds
+/// partial results; on the others it is untouched. Embeddings are read only by `priority` and
+/// `hybrid`.
 pub fn score(
     policy: &Policy,
     current_turn: i64,
@@ -897,6 +925,7 @@ pub fn score(
         decay_c: Decay::new(scales[2], n),
         frequency: Frequency::new(),
         semantic,
+        negative: AtomicBool::new(false),
     };
     // Per-item work grows with the embedding dimension; parallelize earlier then.
     let work = n.saturating_mul(dim.max(1));
@@ -915,6 +944,16 @@ pub fn score(
             .guarded(i, |i| k.priority(p, &k.decay_a, i)))?,
         Policy::TypeTtl(p) => fill!(out, spread, |i| k.guarded(i, |i| k.type_ttl(p, i)))?,
         Policy::Hybrid(p) => fill!(out, spread, |i| k.guarded(i, |i| k.hybrid(p, i)))?,
+    }
+    if kernel.negative.load(Ordering::Relaxed) {
+        if reads_access_count(policy)
+            && let Some(counts) = columns.access_count
+        {
+            check_non_negative("access_count", counts)?;
+        }
+        if let Some(counts) = columns.reference_count {
+            check_non_negative("reference_count", counts)?;
+        }
     }
     if let Some(semantic) = &kernel.semantic {
         let row = semantic.bad_row.load(Ordering::Relaxed);

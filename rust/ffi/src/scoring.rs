@@ -147,7 +147,8 @@ fn run_score(
 /// pinned items and system prompts score +infinity. Work is spread over the cores; results do
 /// not depend on the number of threads. `CTXW_INVALID_ARGUMENT` (with a message naming the
 /// column) for a missing required column, negative counts, content types outside 0..=5, NaN or
-/// infinite floats. `out` is untouched on error.
+/// infinite floats. The columns are never changed; on error the content of `out` is unspecified
+/// (negative counts and non-finite embeddings are found while scoring).
 ///
 /// # Safety
 /// `policy` NUL-terminated; `columns` valid, with every non-NULL pointer valid for its length;
