@@ -56,6 +56,16 @@ def test_replay_real_data_formats(shared_data: Path, tmp_path: Path) -> None:
         assert json.loads(report.read_text())["pairing_ok"] is True
 
 
+def test_every_strategy_from_the_command_line(tmp_path: Path) -> None:
+    from ctxwindow.window import STRATEGY_TYPES
+
+    args = [arg for name in sorted(STRATEGY_TYPES) for arg in ("--strategy", name)]
+    report = tmp_path / "r.json"
+    done = run("replay", "--bundled", "swe-agent", "--max-tokens", "3000", "--quiet", "--json", str(report), *args)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(report.read_text())["pairing_ok"] is True
+
+
 def test_count(shared_data: Path) -> None:
     done = run("count", str(shared_data / "swe_agent_trajs" / "gpt4_fc_sweagenttestrepo-1c2844.traj"), "--json")
     assert done.returncode == 0, done.stderr

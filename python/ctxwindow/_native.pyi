@@ -1,6 +1,6 @@
 """Type stubs of the native module ``ctxwindow._native`` (Rust, PyO3)."""
 
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, final
+from typing import Any, Callable, Iterable, Iterator, Mapping, final
 
 import numpy as np
 import numpy.typing as npt

@@ -325,11 +325,18 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
     console.print(table)
 
 
+#: Parameters of the strategies named on the command line.
+STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "truncate_tool_results": {"max_chars": 2000},
+    "sliding_window": {"n": 20},
+}
+
+
 def _window_for(args: argparse.Namespace, system: str | None) -> ContextWindow:
     strategies = None
     if args.strategy:
-        strategies = [strategy_from_spec({"type": name}) if name not in ("truncate_tool_results",)
-                      else strategy_from_spec({"type": name, "max_chars": 2000}) for name in args.strategy]
+        strategies = [strategy_from_spec({"type": name, **STRATEGY_DEFAULTS.get(name, {})})
+                      for name in args.strategy]
     return ContextWindow(args.model, max_tokens=args.max_tokens, reserve_output=args.reserve_output,
                          system=system, strategies=strategies, profile=args.profile,
                          preserve_recent=args.preserve_recent)

@@ -51,7 +51,7 @@ def _transcript(user: str) -> tuple[str, int | None]:
     start, end = user.find(TRANSCRIPT_OPEN), user.rfind(TRANSCRIPT_CLOSE)
     body = user[start + len(TRANSCRIPT_OPEN):end] if 0 <= start < end else user
     previous = ""
-    if 0 <= start:
+    if start >= 0:
         head = user[:start]
         if SUMMARY_HEADER in head:
             previous = head[head.index(SUMMARY_HEADER) + len(SUMMARY_HEADER):]

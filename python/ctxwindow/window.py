@@ -45,7 +45,7 @@ from ctxwindow.errors import (
 )
 from ctxwindow.events import EVENTS, EventBus, StatusEvent
 from ctxwindow.fidelity import key_fact_retention
-from ctxwindow.messages import Message, starts_group, text_of, tool_call_ids, validate_message
+from ctxwindow.messages import Message, text_of, tool_call_ids, validate_message
 from ctxwindow.pressure import PressureMonitor, PressureReading
 from ctxwindow.strategies import (
     Archive,

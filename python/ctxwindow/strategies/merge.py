@@ -49,7 +49,7 @@ class SemanticMerge:
     embedder: Embedder | None = None
     name: str = "semantic_merge"
     cost: str = "free"
-    merges: list[Merge] = field(default_factory=list)
+    merges: list[Merge] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:

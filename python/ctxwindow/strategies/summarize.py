@@ -109,8 +109,8 @@ class Summarize:
     timeout: float | None = 30.0
     name: str = "summarize"
     cost: str = "llm"
-    failures: int = 0
-    last_error: str | None = None
+    failures: int = field(default=0, init=False)
+    last_error: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if not callable(self.summarizer):
@@ -212,7 +212,7 @@ class ProgressiveSummarize:
     summarizer: Summarizer = extractive
     name: str = "progressive_summarize"
     cost: str = "free"
-    _level: dict[int, int] = field(default_factory=dict, repr=False)
+    _level: dict[int, int] = field(default_factory=dict, repr=False, init=False)
 
     def __post_init__(self) -> None:
         if len(self.levels) != 3 or not 0 < self.levels[0] < self.levels[1] < self.levels[2]:
