@@ -474,14 +474,19 @@ class ContextWindow:
             self.add(message)
 
     def _check_pending(self) -> None:
-        protected = self._protected_tokens() + sum(e.tokens for e in self._pending)
+        pending = sum(e.tokens for e in self._pending)
+        if self._total() + self._placeholder_tokens + pending <= self.prompt_budget:
+            return  # everything fits, protected content a fortiori
+        protected = self._protected_tokens() + pending
         if protected > self.prompt_budget:
             self._pending, self._open_calls = [], set()
             self._overflow(protected, "a tool call group still waiting for results")
 
     def _push_group(self, group: list[Entry]) -> None:
+        # An overflow is raised before compaction changes anything, so undoing the pushes below
+        # is enough: the history rolls back, the conversation list is cut to its old length.
         snapshot = self._history.snapshot()
-        saved = (list(self._conversation), self._pinned_in_history, self._tool_result_tokens)
+        saved = (len(self._conversation), self._pinned_in_history, self._tool_result_tokens)
         for index, entry in enumerate(group):
             self._history.push(entry, entry.tokens, index == 0)
             self._conversation.append(entry.message)
@@ -493,7 +498,8 @@ class ContextWindow:
                 self._compact("trigger")
         except ContextOverflowError:
             self._history.rollback(snapshot)
-            self._conversation, self._pinned_in_history, self._tool_result_tokens = saved
+            del self._conversation[saved[0]:]
+            _, self._pinned_in_history, self._tool_result_tokens = saved
             raise
 
     def _after_add(self, message: Message, role: str, turn: int) -> None:
