@@ -21,6 +21,9 @@ nothing changes.
 its call and every call answered (a call whose results are still being added is held back), the
 first conversation message a user message (a short placeholder is inserted when eviction removed
 it), and ``Tokenizer.count_messages(messages())`` plus the tool definitions within the budget.
+
+A window belongs to one agent loop: it is not meant to be called from several threads at once
+(guard it with a lock if you must share it; the native history inside is thread-safe).
 """
 
 from __future__ import annotations
