@@ -17,6 +17,8 @@ from ctxwindow import ContextWindow
 from ctxwindow.messages import text_of
 from ctxwindow.strategies import Summarize
 
+from .conftest import SHARED_DATA
+
 yaml = pytest.importorskip("yaml")
 
 LEXICON = {
@@ -61,8 +63,7 @@ def instantiate(template: dict[str, Any], seed: int) -> tuple[list[dict[str, str
     return turns, expected
 
 
-TEMPLATES = sorted(Path(__file__).resolve().parents[2].joinpath(
-    "shared", "data", "compactbench_templates", "benchmarks", "public").rglob("*.yaml"))
+TEMPLATES = sorted((SHARED_DATA / "compactbench_templates" / "benchmarks" / "public").rglob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", TEMPLATES, ids=[p.stem for p in TEMPLATES])
@@ -83,5 +84,5 @@ def test_template_facts_survive_three_compaction_cycles(path: Path) -> None:
     assert not missing, (template["key"], missing)
 
 
-def test_templates_are_present() -> None:
-    assert len(TEMPLATES) == 24
+def test_templates_are_present(shared_data: Path) -> None:
+    assert shared_data == SHARED_DATA and len(TEMPLATES) == 24
