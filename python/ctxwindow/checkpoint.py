@@ -156,6 +156,19 @@ def _check_session(session_id: str) -> str:
     return session_id
 
 
+def _next_version(checkpoint: TaskCheckpoint, newest: int, session_id: str) -> tuple[int, float, str]:
+    """The optimistic-concurrency rule shared by the stores: the version to write (the
+    checkpoint's + 1), its time, and its JSON document; :class:`StaleCheckpointError` when the
+    store already holds a newer version than the checkpoint was based on."""
+    if newest > checkpoint.version:
+        raise StaleCheckpointError(
+            f"session {session_id!r} holds version {newest}, newer than version "
+            f"{checkpoint.version} this checkpoint is based on; load it and retry")
+    version, saved_at = checkpoint.version + 1, time.time()
+    document = json.dumps({**checkpoint.to_dict(), "version": version, "saved_at": saved_at}, ensure_ascii=False)
+    return version, saved_at, document
+
+
 def _fsync_dir(path: Path) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:
@@ -224,15 +237,8 @@ class FileCheckpointStore:
         folder = self._session(session_id)
         with self._locked(folder):
             versions = self._versions(folder)
-            newest = versions[-1] if versions else 0
-            if newest > checkpoint.version:
-                raise StaleCheckpointError(
-                    f"session {session_id!r} holds version {newest}, newer than version "
-                    f"{checkpoint.version} this checkpoint is based on; load it and retry")
-            version = checkpoint.version + 1
-            saved_at = time.time()
-            data = {**checkpoint.to_dict(), "version": version, "saved_at": saved_at}
-            _atomic_write(folder / f"v{version:08d}.json", json.dumps(data, ensure_ascii=False).encode())
+            version, saved_at, document = _next_version(checkpoint, versions[-1] if versions else 0, session_id)
+            _atomic_write(folder / f"v{version:08d}.json", document.encode())
             checkpoint.version, checkpoint.saved_at = version, saved_at
             _atomic_write(folder / "progress.md", checkpoint.to_markdown().encode())
             for old in versions[: max(len(versions) + 1 - self.keep, 0)]:
@@ -339,15 +345,9 @@ class SQLiteCheckpointStore:
                 newest = connection.execute(
                     "SELECT COALESCE(MAX(version), 0) FROM checkpoints WHERE session_id = ?",
                     (session_id,)).fetchone()[0]
-                if newest > checkpoint.version:
-                    raise StaleCheckpointError(
-                        f"session {session_id!r} holds version {newest}, newer than version "
-                        f"{checkpoint.version} this checkpoint is based on; load it and retry")
-                version = checkpoint.version + 1
-                saved_at = time.time()
-                data = {**checkpoint.to_dict(), "version": version, "saved_at": saved_at}
+                version, saved_at, document = _next_version(checkpoint, newest, session_id)
                 connection.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?)",
-                                   (session_id, version, saved_at, json.dumps(data, ensure_ascii=False)))
+                                   (session_id, version, saved_at, document))
                 connection.execute("DELETE FROM checkpoints WHERE session_id = ? AND version <= ?",
                                    (session_id, version - self.keep))
                 connection.execute("COMMIT")
