@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ctxwindow.archive import Archive, MessageArchive
+
 Message = dict[str, Any]
 
 __all__ = ["Entry", "Archive", "CompactionState", "StrategyReport", "Strategy"]
@@ -30,38 +32,6 @@ class Entry:
     @property
     def role(self) -> str:
         return str(self.message.get("role"))
-
-
-class Archive:
-    """Originals of cleared or evicted messages, retrievable by id (in memory)."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, list[Message]] = {}
-        self._ids = itertools.count(1)
-
-    def put(self, messages: list[Message]) -> str:
-        """Stores messages; returns their retrieval id."""
-        retrieval_id = f"ctx-{next(self._ids)}"
-        self._items[retrieval_id] = [dict(m) for m in messages]
-        return retrieval_id
-
-    def get(self, retrieval_id: str) -> list[Message] | None:
-        """The messages stored under ``retrieval_id``, or None."""
-        items = self._items.get(retrieval_id)
-        return [dict(m) for m in items] if items is not None else None
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The archive's content (for checkpoints)."""
-        return {"items": self._items, "next": len(self._items) + 1}
-
-    def restore(self, data: dict[str, Any]) -> None:
-        """Replaces the content with a :meth:`to_dict` result."""
-        self._items = {str(k): [dict(m) for m in v] for k, v in data.get("items", {}).items()}
-        numbers = [int(k.rsplit("-", 1)[1]) for k in self._items if k.rsplit("-", 1)[1].isdigit()]
-        self._ids = itertools.count(max(numbers, default=0) + 1)
 
 
 @dataclass
@@ -89,7 +59,7 @@ class CompactionState:
     overhead: int
     budget: int
     target: int
-    archive: Archive
+    archive: MessageArchive
     current_turn: int
     protected_groups: set[int] = field(default_factory=set)
     evicted: list[Entry] = field(default_factory=list)
