@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwindow import ContextOverflowError, ContextWindow, InvalidArgumentError
+from ctxwindow import CompactionResult, ContextOverflowError, ContextWindow, InvalidArgumentError
 from ctxwindow.fidelity import extract_key_facts, judge_fidelity, key_fact_retention
 from ctxwindow.messages import from_tau_bench, text_of
 from ctxwindow.strategies import Notes, ProgressiveSummarize, SemanticMerge, Summarize
@@ -129,21 +129,43 @@ def test_summarizing_is_retried_and_incremental() -> None:
     transcripts = [p.split("<transcript>")[1] for p in later]
     for a, b in zip(transcripts, transcripts[1:]):
         assert not (set(re.findall(r"question (\d+)", a)) & set(re.findall(r"question (\d+)", b)))
-    retrieval = re.search(r"retrieval id (ctx-\d+)", out[1]["content"])
+    retrieval = re.search(r"retrieval id (ctx-[0-9a-f]{16})", out[1]["content"])
     assert retrieval and window.retrieve(retrieval.group(1))
 
 
-def test_async_summarizer_and_acompact() -> None:
+def test_async_summarizer_is_awaited_on_the_callers_loop() -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+
     async def summarize(system: str, user: str) -> str:
+        loops.append(asyncio.get_running_loop())
         await asyncio.sleep(0)
+        return extractive(system, user)
+
+    async def agent() -> tuple[asyncio.AbstractEventLoop, CompactionResult]:
+        window = ContextWindow("gpt-4o", max_tokens=1500, system="sys", preserve_recent=2,
+                               strategies=[Summarize(summarize, preserve_recent=4)])
+        await window.aextend(conversation(30))
+        assert window.messages()[1]["content"].startswith(SUMMARY_HEADER)
+        check_valid(window, "sys")
+        result = await window.acompact(force=True, target=0.3)
+        check_valid(window, "sys")
+        return asyncio.get_running_loop(), result
+
+    loop, result_ = asyncio.run(agent())
+    assert loops and all(seen is loop for seen in loops), "the summarizer ran on another event loop"
+    assert result_.tokens_after <= result_.tokens_before
+
+
+def test_async_summarizer_from_sync_code_falls_back(caplog: pytest.LogCaptureFixture) -> None:
+    async def summarize(system: str, user: str) -> str:
         return extractive(system, user)
 
     window = ContextWindow("gpt-4o", max_tokens=1500, system="sys", preserve_recent=2,
                            strategies=[Summarize(summarize, preserve_recent=4)])
-    window.extend(conversation(30))
-    assert window.messages()[1]["content"].startswith(SUMMARY_HEADER)
-    result_ = asyncio.run(window.acompact(force=True))
-    assert result_.tokens_after <= result_.tokens_before
+    with caplog.at_level("WARNING", logger="ctxwindow"):
+        window.extend(conversation(30))
+    assert not window.messages()[1]["content"].startswith(SUMMARY_HEADER)
+    assert any("aadd" in r.getMessage() for r in caplog.records)
     check_valid(window, "sys")
 
 

@@ -28,6 +28,7 @@ from ctxwindow.errors import (
     SnapshotError,
     StaleCheckpointError,
     UnknownEncodingError,
+    WindowBusyError,
 )
 from ctxwindow.window import CompactionResult, ContextWindow, Usage
 from ctxwindow.tokenizer import (
@@ -66,4 +67,5 @@ __all__ = [
     "MissingDependencyError",
     "StaleCheckpointError",
     "CheckpointCorruptError",
+    "WindowBusyError",
 ]

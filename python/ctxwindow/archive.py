@@ -5,7 +5,13 @@ A window writes to exactly one archive (``ContextWindow(..., archive=...)``; an 
 :class:`Archive` by default). Every store that can hold an archive implements
 :class:`MessageArchive`: the in-memory archive here, and the checkpoint stores'
 ``session_archive(session_id)``. A retrieval id names one group of messages (a tool call with its
-results comes back whole) and is unique within its archive.
+results comes back whole).
+
+Retrieval ids are content-addressed (:func:`retrieval_id`): the same group always gets the same
+id, in every archive. That is what lets a compaction be planned (placeholders written with their
+ids) before anything is stored: the window plans against a :class:`StagedArchive`, and only a
+plan that passed every check is written to the real archive, so a refused or abandoned plan
+leaves the archive as it was, and planning the same compaction again writes the same text.
 
 >>> archive = Archive()
 >>> retrieval_id = archive.put([{"role": "user", "content": "deploy to eu-west-1"}])
@@ -17,14 +23,15 @@ True
 
 from __future__ import annotations
 
-import itertools
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["MessageArchive", "Archive", "archive_text"]
+__all__ = ["MessageArchive", "Archive", "StagedArchive", "archive_text", "retrieval_id"]
 
 Message = dict[str, Any]
 _WORDS = re.compile(r"\w[\w.\-/]*")
@@ -34,7 +41,8 @@ _WORDS = re.compile(r"\w[\w.\-/]*")
 class MessageArchive(Protocol):
     """What a window needs of an archive.
 
-    - ``put(messages)`` stores a group of messages (copies) and returns its retrieval id;
+    - ``put(messages)`` stores a group of messages (copies) and returns its retrieval id, which
+      must be :func:`retrieval_id` of the messages (putting the same group again is a no-op);
     - ``get(retrieval_id)`` returns copies of that group, or None for an unknown id;
     - ``search(query, limit)`` returns ``(retrieval_id, messages)`` pairs, best match first.
     """
@@ -44,6 +52,18 @@ class MessageArchive(Protocol):
     def get(self, retrieval_id: str) -> list[Message] | None: ...
 
     def search(self, query: str, limit: int = 10) -> list[tuple[str, list[Message]]]: ...
+
+
+def retrieval_id(messages: Sequence[Message]) -> str:
+    """The retrieval id of a group of messages: ``ctx-`` and 16 hex digits of the SHA-256 of
+    their canonical JSON. Equal groups have equal ids; distinct groups collide with probability
+    about n^2 / 2^65 for n groups."""
+    document = json.dumps(list(messages), sort_keys=True, ensure_ascii=False, default=repr)
+    return "ctx-" + hashlib.sha256(document.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+#: An id of the same length as every retrieval id, for measuring a placeholder before archiving.
+PROVISIONAL_ID = "ctx-" + "0" * 16
 
 
 def archive_text(message: Message) -> str:
@@ -66,8 +86,8 @@ def _words(text: str) -> set[str]:
 
 
 class Archive:
-    """The in-memory archive (the default). Retrieval ids are ``ctx-1``, ``ctx-2``, ... Search ranks
-    groups by the number of distinct query words they contain, newest first on ties.
+    """The in-memory archive (the default). Search ranks groups by the number of distinct query
+    words they contain, newest first on ties.
 
     Memory: the archive keeps every group put into it (that is its purpose); ``max_items`` bounds
     it, dropping the oldest groups first (their ids then no longer resolve)."""
@@ -78,18 +98,18 @@ class Archive:
             raise InvalidArgumentError(f"max_items must be an int >= 1 or None, got {max_items!r}")
         self.max_items = max_items
         self._items: dict[str, list[Message]] = {}
-        self._ids = itertools.count(1)
 
     def put(self, messages: Sequence[Message]) -> str:
         """Stores copies of ``messages`` as one group; returns its retrieval id."""
         if not all(isinstance(m, dict) for m in messages):
             raise InvalidTypeError("an archive stores message dicts")
-        retrieval_id = f"ctx-{next(self._ids)}"
-        self._items[retrieval_id] = [dict(m) for m in messages]
+        key = retrieval_id(messages)
+        self._items.pop(key, None)  # stored again: it becomes the newest
+        self._items[key] = [dict(m) for m in messages]
         if self.max_items is not None:
             while len(self._items) > self.max_items:
                 del self._items[next(iter(self._items))]
-        return retrieval_id
+        return key
 
     def get(self, retrieval_id: str) -> list[Message] | None:
         """Copies of the group stored under ``retrieval_id``, or None."""
@@ -121,7 +141,45 @@ class Archive:
 
     def restore(self, data: dict[str, Any]) -> None:
         """Replaces the content with a :meth:`to_dict` result."""
-        items = {str(k): [dict(m) for m in v] for k, v in data.get("items", {}).items()}
-        numbers = [int(k.rsplit("-", 1)[1]) for k in items if k.rsplit("-", 1)[-1].isdigit()]
-        self._items = items
-        self._ids = itertools.count(max(numbers, default=0) + 1)
+        self._items = {str(k): [dict(m) for m in v] for k, v in data.get("items", {}).items()}
+
+
+class StagedArchive:
+    """An archive in front of another that stores nothing until :meth:`commit`: what a
+    compaction plan archives is held here (and resolves here) while the plan is checked, and
+    written to the real archive only when the plan is applied."""
+
+    def __init__(self, archive: MessageArchive) -> None:
+        self.archive = archive
+        self._staged: dict[str, list[Message]] = {}
+
+    def put(self, messages: Sequence[Message]) -> str:
+        if not all(isinstance(m, dict) for m in messages):
+            raise InvalidTypeError("an archive stores message dicts")
+        key = retrieval_id(messages)
+        self._staged[key] = [dict(m) for m in messages]
+        return key
+
+    def get(self, retrieval_id: str) -> list[Message] | None:
+        staged = self._staged.get(retrieval_id)
+        return [dict(m) for m in staged] if staged is not None else self.archive.get(retrieval_id)
+
+    def search(self, query: str, limit: int = 10) -> list[tuple[str, list[Message]]]:
+        return self.archive.search(query, limit)
+
+    @property
+    def staged(self) -> dict[str, list[Message]]:
+        """The groups waiting for :meth:`commit`, by retrieval id."""
+        return self._staged
+
+    def commit(self) -> None:
+        """Writes the staged groups to the real archive, oldest first. Raises
+        :class:`InvalidArgumentError` when the real archive names a group otherwise than
+        :func:`retrieval_id` (the placeholders would not resolve)."""
+        for key, messages in self._staged.items():
+            stored = self.archive.put(messages)
+            if stored != key:
+                raise InvalidArgumentError(
+                    f"the archive stored a group as {stored!r}, expected {key!r}: a MessageArchive "
+                    "must name groups by ctxwindow.archive.retrieval_id")
+        self._staged.clear()

@@ -32,8 +32,9 @@ from ctxwindow import __version__
 from ctxwindow.errors import ContextOverflowError, CtxWindowError
 from ctxwindow.fidelity import key_fact_retention
 from ctxwindow.health import HealthMonitor
-from ctxwindow.messages import Message, from_swe_agent, from_tau_bench, text_of, tool_call_ids, validate_message
-from ctxwindow.window import PROFILES, STRATEGY_TYPES, ContextWindow, strategy_from_spec
+from ctxwindow.messages import Message, check_history, from_swe_agent, from_tau_bench, text_of, validate_message
+from ctxwindow.config import PROFILES, STRATEGY_TYPES, strategy_from_spec
+from ctxwindow.window import ContextWindow
 
 __all__ = ["main", "load_conversation", "replay", "ReplayReport", "FORMATS"]
 
@@ -167,23 +168,6 @@ class ReplayReport:
         }
 
 
-def _pairs_ok(messages: list[Message]) -> bool:
-    open_calls: set[str] = set()
-    conversation = [m for m in messages if m["role"] != "system"]
-    if conversation and conversation[0]["role"] != "user":
-        return False
-    for message in conversation:
-        if message["role"] == "tool":
-            if message.get("tool_call_id") not in open_calls:
-                return False
-            open_calls.discard(message["tool_call_id"])
-        else:
-            if open_calls:
-                return False
-            open_calls = set(tool_call_ids(message))
-    return not open_calls
-
-
 def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
            progress: Any = None) -> ReplayReport:
     """Replays ``messages`` (the system prompt already in ``window``) through ``window``."""
@@ -222,7 +206,7 @@ def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
         report.turn_us.append((time.perf_counter() - started) * 1e6)
         report.messages += 1
         unmanaged += counter.count_message(message)
-        report.pairing_ok &= _pairs_ok(sent)
+        report.pairing_ok &= not check_history(sent)
         if window.evicted_messages != last_evicted or window.compactions != last_compactions:
             result = window.last_compaction
             if result is not None:

@@ -19,6 +19,7 @@ __all__ = [
     "ContextOverflowError",
     "MissingDependencyError",
     "StaleCheckpointError",
+    "WindowBusyError",
     "CheckpointCorruptError",
 ]
 
@@ -91,3 +92,9 @@ class StaleCheckpointError(CtxWindowError, ValueError):
 
 class CheckpointCorruptError(CtxWindowError, ValueError):
     """A stored checkpoint that cannot be read (truncated, wrong schema, garbage)."""
+
+
+class WindowBusyError(CtxWindowError, RuntimeError):
+    """A window was called while one of its own operations was in progress (from a strategy,
+    a summarizer, or another coroutine while ``aadd`` awaits a summary). A window serves one
+    agent loop; the call changed nothing."""

@@ -8,6 +8,7 @@ only when the window was built with ``raise_callback_errors=True``.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,9 @@ from typing import Any
 __all__ = ["EVENTS", "CallbackError", "EventBus", "StatusEvent"]
 
 logger = logging.getLogger("ctxwindow")
+
+#: How many callback errors an EventBus keeps.
+MAX_ERRORS = 100
 
 EVENTS = (
     "on_evict",
@@ -56,7 +60,8 @@ class EventBus:
 
     raise_errors: bool = False
     callbacks: dict[str, list[Callable[..., Any]]] = field(default_factory=dict)
-    errors: list[CallbackError] = field(default_factory=list)
+    #: The most recent callback errors (at most :data:`MAX_ERRORS`, oldest dropped first).
+    errors: deque[CallbackError] = field(default_factory=lambda: deque(maxlen=MAX_ERRORS))
 
     def on(self, event: str, callback: Callable[..., Any]) -> None:
         """Registers ``callback`` for ``event`` (one of :data:`EVENTS`)."""

@@ -21,6 +21,10 @@ __all__ = [
     "Message",
     "ROLES",
     "validate_message",
+    "check_history",
+    "repair_history",
+    "PLACEHOLDER_USER",
+    "MISSING_RESULT",
     "tool_call_ids",
     "starts_group",
     "text_of",
@@ -59,29 +63,171 @@ def text_of(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def validate_message(message: object, index: int = 0) -> None:
+def validate_message(message: object, index: int | str = 0) -> None:
     """Checks the shape the window relies on (the token counter checks the rest): a dict with a
-    known role; a tool result with a str ``tool_call_id``; tool calls with str ids."""
+    known role; a tool result with a str ``tool_call_id``; tool calls with str ids. Errors name
+    the message: ``message {index}``, or ``index`` itself when it is a str."""
+    if isinstance(index, str):
+        _validate(message, index)
+    else:
+        _validate(message, f"message {index}")
+
+
+def _validate(message: object, where: str) -> None:
     if not isinstance(message, Mapping):
-        raise MalformedMessageError(f"message {index}: a message must be a dict, not {type(message).__name__}")
+        raise MalformedMessageError(f"{where}: a message must be a dict, not {type(message).__name__}")
     role = message.get("role")
     if role is None:
-        raise MalformedMessageError(f"message {index}: missing 'role'")
+        raise MalformedMessageError(f"{where}: missing 'role'")
     if role not in ROLES:
-        raise MalformedMessageError(f"message {index}: unknown role {role!r} (known: {', '.join(ROLES)})")
+        raise MalformedMessageError(f"{where}: unknown role {role!r} (known: {', '.join(ROLES)})")
     if role == "tool" and not isinstance(message.get("tool_call_id"), str):
         raise MalformedMessageError(
-            f"message {index}: a tool result needs a str 'tool_call_id' naming the call it answers"
+            f"{where}: a tool result needs a str 'tool_call_id' naming the call it answers"
         )
     calls = message.get("tool_calls")
     if calls:
         if role != "assistant":
-            raise MalformedMessageError(f"message {index}: only assistant messages make tool calls")
+            raise MalformedMessageError(f"{where}: only assistant messages make tool calls")
         ids = [call.get("id") if isinstance(call, Mapping) else None for call in calls]
         if not all(isinstance(i, str) and i for i in ids):
-            raise MalformedMessageError(f"message {index}: every tool call needs a str 'id'")
+            raise MalformedMessageError(f"{where}: every tool call needs a str 'id'")
         if len(set(ids)) != len(ids):
-            raise MalformedMessageError(f"message {index}: tool call ids repeat: {ids}")
+            raise MalformedMessageError(f"{where}: tool call ids repeat: {ids}")
+
+
+#: The user message put first when a history's conversation does not start with one.
+PLACEHOLDER_USER: Message = {"role": "user", "content": "[Earlier conversation omitted]"}
+#: The content of the result :func:`repair_history` gives a tool call that has none.
+MISSING_RESULT = "[No result was recorded for this tool call]"
+
+
+def check_history(messages: Sequence[Mapping[str, Any]], *, pending_tail: bool = False) -> list[str]:
+    """What a chat-completions provider would reject in ``messages``: one sentence per problem,
+    ``[]`` when the history is valid. Checked: each message's shape, system (or developer)
+    messages only before the conversation, the first conversation message a user message, every
+    tool result right after the call it answers (no orphan, no result answering a call twice),
+    and every tool call answered before the next non-tool message. With ``pending_tail=True``,
+    calls still unanswered at the very end are allowed (a conversation being built).
+
+    This is the one pairing checker of the package: the window checks every planned compaction
+    with it, and the replay report uses it.
+
+    >>> check_history([{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "x", "content": ""}])
+    ["message 1: tool result for call 'x' does not follow an assistant message that makes that call"]
+    """
+    problems: list[str] = []
+    open_calls: set[str] = set()
+    answered: set[str] = set()
+    caller = -1
+    conversation_started = False
+    for index, message in enumerate(messages):
+        try:
+            validate_message(message, index)
+        except MalformedMessageError as error:
+            problems.append(str(error))
+            continue
+        role = message["role"]
+        if role in ("system", "developer"):
+            if conversation_started:
+                problems.append(f"message {index}: a {role} message after the conversation started")
+            continue
+        if not conversation_started:
+            conversation_started = True
+            if role != "user":
+                problems.append(f"message {index}: the conversation starts with a {role} message, not a user message")
+        if role == "tool":
+            call_id = message["tool_call_id"]
+            if call_id in open_calls:
+                open_calls.discard(call_id)
+                answered.add(call_id)
+            elif call_id in answered:
+                problems.append(f"message {index}: a second result for call {call_id!r}")
+            else:
+                problems.append(f"message {index}: tool result for call {call_id!r} does not follow an "
+                                "assistant message that makes that call")
+            continue
+        if open_calls:
+            problems.append(f"message {caller}: tool calls {sorted(open_calls)} have no results "
+                            f"before message {index}")
+        open_calls, answered, caller = set(tool_call_ids(message)), set(), index
+    if open_calls and not pending_tail:
+        problems.append(f"message {caller}: tool calls {sorted(open_calls)} have no results")
+    return problems
+
+
+def repair_history(messages: Iterable[Mapping[str, Any]], *,
+                   keep_pending_tail: bool = True) -> tuple[list[Message], list[str]]:
+    """A valid history made from ``messages`` (from another framework, a log, a crash), and what
+    was changed, one sentence each:
+
+    - malformed messages (no role, unknown role, bad tool ids) are dropped;
+    - system and developer messages that come after the conversation started are moved to the
+      front, in order;
+    - tool results that answer no call of the assistant message before them (orphans), and
+      second results for the same call, are dropped;
+    - a tool call with no result gets one, clearly marked (:data:`MISSING_RESULT`), placed right
+      after the group's other results;
+    - calls still unanswered at the very end are kept as they are when ``keep_pending_tail``
+      (the conversation is still running; the window holds them back), else given the marked
+      result too;
+    - a conversation that does not start with a user message gets :data:`PLACEHOLDER_USER` first.
+
+    The result passes ``check_history(result, pending_tail=keep_pending_tail)``. Messages are
+    copied, never changed in place.
+
+    >>> fixed, changes = repair_history([{"role": "assistant", "content": None, "tool_calls": [
+    ...     {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    ...     {"role": "user", "content": "and?"}])
+    >>> [m["role"] for m in fixed]
+    ['user', 'assistant', 'tool', 'user']
+    """
+    changes: list[str] = []
+    leading: list[Message] = []
+    body: list[Message] = []
+    started = False
+    open_calls: list[str] = []
+    answered: set[str] = set()
+
+    def close_group(reason: str) -> None:
+        for call_id in open_calls:
+            body.append({"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT})
+            changes.append(f"gave tool call {call_id!r} a placeholder result ({reason})")
+        open_calls.clear()
+
+    for index, raw in enumerate(messages):
+        try:
+            validate_message(raw, index)
+        except MalformedMessageError as error:
+            changes.append(f"dropped {error}")
+            continue
+        message = dict(raw)
+        role = message["role"]
+        if role in ("system", "developer"):
+            if started:
+                changes.append(f"moved the {role} message {index} to the front")
+            leading.append(message)
+            continue
+        started = True
+        if role == "tool":
+            call_id = message["tool_call_id"]
+            if call_id in open_calls:
+                open_calls.remove(call_id)
+                answered.add(call_id)
+                body.append(message)
+            else:
+                what = "a second result for" if call_id in answered else "an orphan result for"
+                changes.append(f"dropped message {index}, {what} call {call_id!r}")
+            continue
+        close_group(f"it had none before message {index}")
+        body.append(message)
+        open_calls, answered = tool_call_ids(message), set()
+    if open_calls and not keep_pending_tail:
+        close_group("it had none at the end")
+    if body and body[0]["role"] != "user":
+        body.insert(0, dict(PLACEHOLDER_USER))
+        changes.append(f"put a placeholder user message before the first {body[1]['role']} message")
+    return leading + body, changes
 
 
 def _canonical(message: Mapping[str, Any]) -> Message:

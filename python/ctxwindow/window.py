@@ -7,110 +7,90 @@
 ['system', 'user']
 
 Each message is counted once, when added (exact chat accounting of the model's encoding). The
-conversation lives in a native :class:`~ctxwindow.TokenHistory` of whole groups (an assistant
+conversation lives in one store (:mod:`ctxwindow.conversation`) of whole groups (an assistant
 message with tool calls and its tool results), so a turn costs the same whatever the length of
 the conversation. When the prompt passes ``trigger`` of the prompt budget (``max_tokens -
 reserve_output``), the strategies run cheapest first until it is at or below ``target``; the last
 resort drops the oldest whole groups, which guarantees the fit whenever the protected content
-fits. Protected content is never evicted or altered: the system prompt, pinned messages, the
-newest user message and the last ``preserve_recent`` messages (with their groups). If protected
-content alone exceeds the budget, :class:`~ctxwindow.ContextOverflowError` says by how much and
-nothing changes.
+fits (:mod:`ctxwindow.compaction`: plan, check, apply). Protected content is never evicted or
+altered: the system prompt, pinned messages, the newest user message and the last
+``preserve_recent`` messages (with their groups). If protected content alone exceeds the budget,
+:class:`~ctxwindow.ContextOverflowError` says by how much.
 
-``messages()`` is always valid for the providers: system first, every tool result right after
-its call and every call answered (a call whose results are still being added is held back), the
-first conversation message a user message (a short placeholder is inserted when eviction removed
-it), and ``Tokenizer.count_messages(messages())`` plus the tool definitions within the budget.
+Every operation is a transaction: ``add``, ``extend``, ``compact``, ``record_usage``,
+``write_note``, ``set_system`` and ``restore`` either complete or, on any exception (overflow,
+malformed input, a strategy or summarizer that raises, ``KeyboardInterrupt``), leave the window
+exactly as it was, pending tool calls included. Events fire after the new state is final, so a
+callback that raises (re-raised only with ``raise_callback_errors=True``) leaves it complete.
+
+``messages()`` is always valid for the providers (``ctxwindow.messages.check_history`` finds
+nothing): system first, every tool result right after its call and every call answered (a call
+whose results are still being added is held back), the first conversation message a user message
+(a short placeholder is inserted when eviction removed it), and the prompt within the budget,
+also once multiplied by the calibration that ``record_usage`` learns from the provider.
+
+A summary by a language model runs inside the ``add`` that triggers it and blocks it (up to the
+summarizer's timeout). Async agents call :meth:`ContextWindow.aadd` / :meth:`acompact`, which
+await async summarizers on the caller's event loop (a timeout cancels the call) and run sync
+ones in a worker thread.
 
 A window belongs to one agent loop: it is not meant to be called from several threads at once
-(guard it with a lock if you must share it; the native history inside is thread-safe).
+(guard it with a lock if you must share it). A call made while one of its operations is in
+progress (from a strategy, a summarizer, or another coroutine during ``aadd``) raises
+:class:`~ctxwindow.errors.WindowBusyError` and changes nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxwindow._native import TokenHistory, Tokenizer
+from ctxwindow._native import Tokenizer
+from ctxwindow.archive import Archive, MessageArchive
 from ctxwindow.budget import PROFILES as BUDGET_PROFILES
 from ctxwindow.budget import TokenBudget
+from ctxwindow.compaction import CompactionResult, Limits, apply_plan, plan_compaction
+from ctxwindow.config import PROFILES, STRATEGY_TYPES, WindowSettings, check_int, read_toml, strategy_from_spec
+from ctxwindow.conversation import ConversationStore
 from ctxwindow.errors import (
     ContextOverflowError,
     InvalidArgumentError,
     InvalidTypeError,
     MalformedMessageError,
+    WindowBusyError,
 )
 from ctxwindow.events import EVENTS, EventBus, StatusEvent
 from ctxwindow.fidelity import key_fact_retention
-from ctxwindow.messages import Message, text_of, tool_call_ids, validate_message
+from ctxwindow.messages import PLACEHOLDER_USER, Message, text_of, validate_message
 from ctxwindow.pressure import PressureMonitor, PressureReading
-from ctxwindow.strategies import (
-    Archive,
-    Cascade,
-    ClearToolResults,
-    CompactionState,
-    DropOldest,
-    Entry,
-    MicroCompact,
-    Notes,
-    ProgressiveSummarize,
-    ScoredEviction,
-    SemanticMerge,
-    SlidingWindow,
-    StrategyReport,
-    Summarize,
-    TruncateToolResults,
-)
+from ctxwindow.state import WindowState, entry_from_dict, entry_to_dict
+from ctxwindow.strategies import Cascade, Entry, Notes
+from ctxwindow.strategies.base import NeedsAwait
+from ctxwindow.strategies.summarize import await_summarizer
 from ctxwindow.tokenizer import TokenCounter
 
 if TYPE_CHECKING:
     from ctxwindow.checkpoint import TaskCheckpoint
 
-__all__ = ["ContextWindow", "Usage", "CompactionResult", "PROFILES", "STRATEGY_TYPES"]
+__all__ = ["ContextWindow", "Usage", "CompactionResult", "PROFILES", "STRATEGY_TYPES", "strategy_from_spec"]
 
-PLACEHOLDER_USER = {"role": "user", "content": "[Earlier conversation omitted]"}
-
-#: Strategy names usable in TOML configurations.
-STRATEGY_TYPES: dict[str, Callable[..., Any]] = {
-    "truncate_tool_results": TruncateToolResults,
-    "clear_tool_results": ClearToolResults,
-    "micro_compact": MicroCompact,
-    "drop_oldest": DropOldest,
-    "sliding_window": SlidingWindow,
-    "scored_eviction": ScoredEviction,
-    "summarize": Summarize,
-    "progressive_summarize": ProgressiveSummarize,
-    "semantic_merge": SemanticMerge,
-}
-
-#: Built-in profiles: budget allocations (see ``ctxwindow.budget``), strategies and settings.
-PROFILES: dict[str, dict[str, Any]] = {
-    "default": {"strategies": [], "trigger": 0.8, "target": 0.6, "preserve_recent": 4},
-    "code_review": {"strategies": [{"type": "micro_compact"},
-                                   {"type": "clear_tool_results", "keep": 5}],
-                    "trigger": 0.8, "target": 0.6, "preserve_recent": 6},
-    "research": {"strategies": [{"type": "truncate_tool_results", "max_chars": 8000},
-                                {"type": "scored_eviction", "policy": "priority"}],
-                 "trigger": 0.85, "target": 0.65, "preserve_recent": 4},
-    "customer_support": {"strategies": [{"type": "truncate_tool_results", "max_chars": 2000},
-                                        {"type": "clear_tool_results", "keep": 3}],
-                         "trigger": 0.8, "target": 0.6, "preserve_recent": 4},
-}
+T = TypeVar("T")
 
 _CALLBACKS = tuple(name for name in EVENTS if name not in ("on_evict", "on_compact"))
-_MORE = {"context", "profile", "raise_callback_errors", "notes", *_CALLBACKS}
+_MORE = {"context", "profile", "raise_callback_errors", "notes", "archive", *_CALLBACKS}
+#: How many summarizer calls one async operation awaits at most (each is awaited once).
+_MAX_AWAITS = 64
 
 
 @dataclass(frozen=True)
 class Usage:
     """Where the window stands. ``total`` is the prompt that ``messages()`` sends (its chat
-    accounting) plus the tool definitions; ``budget`` is ``max_tokens - reserve_output``."""
+    accounting) plus the tool definitions; ``budget`` is ``max_tokens - reserve_output``;
+    ``utilization`` is the calibrated total over the budget."""
 
     total: int
     budget: int
@@ -125,46 +105,22 @@ class Usage:
 
 
 @dataclass(frozen=True)
-class CompactionResult:
-    """What a compaction did: the strategies that changed something (in order), the prompt
-    before and after, and the messages removed from the window (oldest first, as added)."""
+class _Overhead:
+    """What is sent besides the conversation, each counted once when set."""
 
-    applied: list[str]
-    tokens_before: int
-    tokens_after: int
-    evicted: list[Message]
-    reports: list[StrategyReport] = field(default_factory=list)
-    reason: str = "compact"
-    #: Key-fact retention of the window's text across this compaction (when measured).
-    fidelity: float | None = None
+    system: Message | None = None
+    system_tokens: int = 0
+    context: Message | None = None
+    context_tokens: int = 0
+    notes: Message | None = None
+    notes_tokens: int = 0
+    tools: list[dict[str, Any]] | None = None
+    tool_tokens: int = 0
 
-
-def _int(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidTypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < minimum:
-        raise InvalidArgumentError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def _fraction(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidTypeError(f"{name} must be a number, not {type(value).__name__}")
-    if not 0.0 < float(value) <= 1.0:
-        raise InvalidArgumentError(f"{name} must be in (0, 1], got {value}")
-    return float(value)
-
-
-def strategy_from_spec(spec: Mapping[str, Any]) -> object:
-    """A strategy from a ``{"type": name, **parameters}`` mapping (TOML configurations)."""
-    kind = spec.get("type")
-    if kind not in STRATEGY_TYPES:
-        raise InvalidArgumentError(f"unknown strategy type {kind!r}; known: {', '.join(STRATEGY_TYPES)}")
-    parameters = {k: v for k, v in spec.items() if k != "type"}
-    try:
-        return STRATEGY_TYPES[kind](**parameters)
-    except TypeError as error:
-        raise InvalidArgumentError(f"strategy {kind}: {error}") from None
+    @property
+    def tokens(self) -> int:
+        """Reply priming (3) plus everything above."""
+        return 3 + self.system_tokens + self.context_tokens + self.notes_tokens + self.tool_tokens
 
 
 class ContextWindow:
@@ -194,24 +150,14 @@ class ContextWindow:
         profile = more.get("profile", "default")
         if profile not in PROFILES:
             raise InvalidArgumentError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
-        self.max_tokens = _int(max_tokens, "max_tokens", 1)
-        self.reserve_output = _int(reserve_output, "reserve_output", 0)
-        if self.reserve_output >= self.max_tokens:
-            raise InvalidArgumentError(
-                f"reserve_output ({reserve_output}) must be less than max_tokens ({max_tokens})")
-        self.preserve_recent = _int(preserve_recent, "preserve_recent", 0)
-        self.trigger = _fraction(trigger, "trigger")
-        self.target = _fraction(target, "target")
-        if self.target > self.trigger:
-            raise InvalidArgumentError(f"target ({target}) must not exceed trigger ({trigger})")
+        self.settings = WindowSettings(max_tokens, reserve_output, preserve_recent, trigger, target)
         if tokenizer is None:
             tokenizer = Tokenizer.for_model(model) if model is not None else Tokenizer("o200k_base")
         elif not isinstance(tokenizer, TokenCounter):
             raise InvalidTypeError("tokenizer must provide count, count_many, count_message, count_messages")
-        if system is not None and not isinstance(system, str):
-            raise InvalidTypeError(f"system must be a str, not {type(system).__name__}")
-        if tools is not None and not isinstance(tools, list):
-            raise InvalidTypeError(f"tools must be a list of tool definitions, not {type(tools).__name__}")
+        archive = more.get("archive")
+        if archive is not None and not isinstance(archive, MessageArchive):
+            raise InvalidTypeError("archive must implement ctxwindow.archive.MessageArchive (put, get, search)")
         self.model = model
         self.profile = profile
         self.tokenizer: TokenCounter = tokenizer
@@ -225,22 +171,20 @@ class ContextWindow:
         for name in _CALLBACKS:
             if more.get(name) is not None:
                 self.events.on(name, more[name])
+        notes = more.get("notes") or next((s for s in self.cascade.strategies if isinstance(s, Notes)), None)
+        if notes is not None and not isinstance(notes, Notes):
+            raise InvalidTypeError("notes must be a ctxwindow.strategies.Notes")
+        self.notes: Notes = notes if notes is not None else Notes()
         self.budget = TokenBudget(self.max_tokens, dict(BUDGET_PROFILES[profile]))
         self.pressure = PressureMonitor(
-            self.max_tokens - self.reserve_output,
+            self.prompt_budget,
             on_zone_change=lambda old, new, reading: self.events.emit("on_zone_change", old, new, reading),
             on_velocity_spike=lambda reading: self.events.emit("on_velocity_spike", reading),
         )
-        self.archive = Archive()
-        self._history = TokenHistory()
-        self._conversation: list[Message] = []  # the messages of _history, in order
-        self._pending: list[Entry] = []  # a tool-call group still waiting for results
-        self._open_calls: set[str] = set()
-        self._pinned_in_history = 0
-        self._seq = 0
-        self._turn = 0
+        #: Where originals of replaced messages go; placeholders' retrieval ids resolve here.
+        self.archive: MessageArchive = archive if archive is not None else Archive()
+        self._store = ConversationStore()
         self._calibration = 1.0
-        self._tool_result_tokens = 0
         self.compactions = 0
         self.evicted_messages = 0
         #: Tokens of every message added so far (the burn of the conversation).
@@ -249,22 +193,20 @@ class ContextWindow:
         self.measure_fidelity = False
         self.last_compaction: CompactionResult | None = None
         self._placeholder_tokens = self.tokenizer.count_message(PLACEHOLDER_USER)
-        self._system_message: Message | None = None
-        self._context_message: Message | None = None
-        self._system_tokens = 0
-        self._context_tokens = 0
-        self._tools = tools
-        self._tool_tokens = self._count_tools(tools)
-        notes = more.get("notes") or next((s for s in self.cascade.strategies if isinstance(s, Notes)), None)
-        if notes is not None and not isinstance(notes, Notes):
-            raise InvalidTypeError("notes must be a ctxwindow.strategies.Notes")
-        self.notes: Notes = notes if notes is not None else Notes()
-        self._notes_message: Message | None = None
-        self._notes_tokens = 0
-        self._render_notes()
-        self.set_system(system)
-        self.set_context(more.get("context"))
-        self._check_overhead()
+        self._last_checkpoint: TaskCheckpoint | None = None
+        self._busy = False
+        self._after: list[Callable[[], None]] = []
+        self._answers: dict[Any, Any] = {}
+        self._awaiting = False
+        overhead = self._with_system(_Overhead(), system)
+        overhead = self._with_context(overhead, more.get("context"))
+        overhead = self._with_tools(overhead, tools)
+        self._overheads = self._with_notes(overhead)
+        needed = self._overheads.tokens + self._placeholder_tokens
+        if needed > self.prompt_budget:
+            raise ContextOverflowError(needed, self.prompt_budget,
+                                       "the system prompt, context and tool definitions alone")
+        self._update_budget()
 
     # --- configuration -------------------------------------------------------------------
 
@@ -275,133 +217,123 @@ class ContextWindow:
         customer_support), ``trigger``, ``target``, ``preserve_recent``, ``system`` and
         ``[[window.strategies]]`` entries ``{type = "truncate_tool_results", max_chars = 2000}``.
         Keyword arguments override the file."""
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # Python 3.10
-            import tomli as tomllib
-        try:
-            with open(path, "rb") as file:
-                document = tomllib.load(file)
-        except tomllib.TOMLDecodeError as error:
-            raise InvalidArgumentError(f"{path}: invalid TOML: {error}") from None
-        settings = dict(document.get("window", document))
-        allowed = {"model", "max_tokens", "reserve_output", "profile", "trigger", "target",
-                   "preserve_recent", "system", "strategies", "context"}
-        unknown = set(settings) - allowed
-        if unknown:
-            raise InvalidArgumentError(f"{path}: unknown settings {sorted(unknown)}; known: {', '.join(sorted(allowed))}")
-        chosen = profile or settings.pop("profile", "default")
-        settings.pop("profile", None)
-        if chosen not in PROFILES:
-            raise InvalidArgumentError(f"unknown profile {chosen!r}; known: {', '.join(PROFILES)}")
-        base = {k: v for k, v in PROFILES[chosen].items() if k != "strategies"}
-        if "strategies" in settings:
-            settings["strategies"] = [strategy_from_spec(s) for s in settings["strategies"]]
-        merged = {**base, **settings, **overrides}
-        model = merged.pop("model", None)
-        if "max_tokens" not in merged:
-            raise InvalidArgumentError(f"{path}: max_tokens is required")
-        return cls(model, profile=chosen, **merged)
+        model, settings = read_toml(path, profile, overrides)
+        return cls(model, **settings)
 
-    def set_system(self, system: str | None) -> None:
-        """Sets (or removes, with None) the system prompt; it is counted once here."""
-        if system is not None and not isinstance(system, str):
-            raise InvalidTypeError(f"system must be a str, not {type(system).__name__}")
-        message = {"role": "system", "content": system} if system is not None else None
-        tokens = self.tokenizer.count_message(message) if message else 0
-        self._system_message, self._system_tokens = message, tokens
-        self.budget.set_used("system_prompt", tokens + self._context_tokens)
+    @property
+    def max_tokens(self) -> int:
+        return self.settings.max_tokens
 
-    def set_context(self, context: str | None) -> None:
-        """Sets (or removes) dynamic context sent as a second system message after the prompt."""
-        if context is not None and not isinstance(context, str):
-            raise InvalidTypeError(f"context must be a str, not {type(context).__name__}")
-        message = {"role": "system", "content": context} if context is not None else None
-        self._context_message = message
-        self._context_tokens = self.tokenizer.count_message(message) if message else 0
-        self.budget.set_used("system_prompt", self._system_tokens + self._context_tokens)
+    @property
+    def reserve_output(self) -> int:
+        return self.settings.reserve_output
 
-    def set_tools(self, tools: list[dict[str, Any]] | None) -> None:
-        """Sets the tool definitions (counted once here, as their JSON text)."""
-        if tools is not None and not isinstance(tools, list):
-            raise InvalidTypeError(f"tools must be a list of tool definitions, not {type(tools).__name__}")
-        self._tools, self._tool_tokens = tools, self._count_tools(tools)
+    @property
+    def preserve_recent(self) -> int:
+        return self.settings.preserve_recent
 
-    def _count_tools(self, tools: list[dict[str, Any]] | None) -> int:
-        if not tools:
-            return 0
-        tokens = self.tokenizer.count(json.dumps(tools, ensure_ascii=False, sort_keys=True))
-        self.budget.set_used("tool_definitions", tokens)
-        return tokens
+    @property
+    def trigger(self) -> float:
+        return self.settings.trigger
+
+    @property
+    def target(self) -> float:
+        return self.settings.target
 
     @property
     def prompt_budget(self) -> int:
         """``max_tokens - reserve_output``."""
-        return self.max_tokens - self.reserve_output
+        return self.settings.prompt_budget
 
     @property
     def tools(self) -> list[dict[str, Any]] | None:
-        return self._tools
+        return self._overheads.tools
 
     @property
     def turn(self) -> int:
         """Number of user messages added so far."""
-        return self._turn
+        return self._store.turn
+
+    @property
+    def entries(self) -> list[Entry]:
+        """The conversation's entries (values: message, tokens, group, turn, pin, and the original
+        of a rewritten message), oldest first; held-back tool calls excluded."""
+        return self._store.entries()
+
+    def _with_system(self, overhead: _Overhead, system: object) -> _Overhead:
+        if system is not None and not isinstance(system, str):
+            raise InvalidTypeError(f"system must be a str, not {type(system).__name__}")
+        message = {"role": "system", "content": system} if system is not None else None
+        return replace(overhead, system=message,
+                       system_tokens=self.tokenizer.count_message(message) if message else 0)
+
+    def _with_context(self, overhead: _Overhead, context: object) -> _Overhead:
+        if context is not None and not isinstance(context, str):
+            raise InvalidTypeError(f"context must be a str, not {type(context).__name__}")
+        message = {"role": "system", "content": context} if context is not None else None
+        return replace(overhead, context=message,
+                       context_tokens=self.tokenizer.count_message(message) if message else 0)
+
+    def _with_tools(self, overhead: _Overhead, tools: object) -> _Overhead:
+        if tools is not None and not isinstance(tools, list):
+            raise InvalidTypeError(f"tools must be a list of tool definitions, not {type(tools).__name__}")
+        tokens = self.tokenizer.count(json.dumps(tools, ensure_ascii=False, sort_keys=True)) if tools else 0
+        return replace(overhead, tools=tools, tool_tokens=tokens)
+
+    def _with_notes(self, overhead: _Overhead) -> _Overhead:
+        text = self.notes.render(self.tokenizer.count)
+        message = {"role": "system", "content": text} if text else None
+        return replace(overhead, notes=message,
+                       notes_tokens=self.tokenizer.count_message(message) if message else 0)
+
+    def set_system(self, system: str | None) -> None:
+        """Sets (or removes, with None) the system prompt, counted once here; compacts if the
+        window no longer fits. On overflow nothing changes."""
+        overhead = self._with_system(self._overheads, system)
+        self._transaction(lambda: self._set_overhead(overhead))
+
+    def set_context(self, context: str | None) -> None:
+        """Sets (or removes) dynamic context sent as a second system message after the prompt."""
+        overhead = self._with_context(self._overheads, context)
+        self._transaction(lambda: self._set_overhead(overhead))
+
+    def set_tools(self, tools: list[dict[str, Any]] | None) -> None:
+        """Sets the tool definitions (counted once here, as their JSON text)."""
+        overhead = self._with_tools(self._overheads, tools)
+        self._transaction(lambda: self._set_overhead(overhead))
+
+    def _set_overhead(self, overhead: _Overhead) -> None:
+        self._overheads = overhead
+        self._fit()
 
     # --- accounting ----------------------------------------------------------------------
 
-    def _overhead(self) -> int:
-        """Tokens that are not conversation: reply priming, system prompt, context, notes, tools."""
-        return 3 + self._system_tokens + self._context_tokens + self._notes_tokens + self._tool_tokens
-
-    def _render_notes(self) -> None:
-        text = self.notes.render(self.tokenizer.count)
-        self._notes_message = {"role": "system", "content": text} if text else None
-        self._notes_tokens = self.tokenizer.count_message(self._notes_message) if self._notes_message else 0
-
-    def write_note(self, category: str, text: str, importance: str = "normal") -> None:
-        """Writes a note carried verbatim in every prompt (within the notes' token cap, critical
-        first): categories task_progress, decisions, bugs, constraints, learnings, misc;
-        importance critical, high, normal, low."""
-        note = self.notes.write_note(category, text, importance)
-        self._render_notes()
-        if self._protected_tokens() > self.prompt_budget:
-            self.notes.notes.remove(note)
-            self._render_notes()
-            self._overflow(self._protected_tokens() + self.tokenizer.count(text), "notes")
-        if self._effective(self._total()) > self.trigger * self.prompt_budget:
-            self._compact("trigger")
-
-    async def acompact(self, force: bool = False) -> CompactionResult:
-        """:meth:`compact` for async code: runs in a worker thread, so an async summarizer is
-        awaited there and the event loop is never blocked."""
-        return await asyncio.to_thread(self.compact, force)
-
-    def _first_role(self) -> str | None:
-        return self._conversation[0].get("role") if self._conversation else None
-
     def _total(self) -> int:
-        first = self._first_role()
+        first = self._store.first_role()
         placeholder = self._placeholder_tokens if first is not None and first != "user" else 0
-        return self._overhead() + self._history.total_tokens + placeholder
+        return self._overheads.tokens + self._store.tokens + placeholder
 
-    def _check_overhead(self) -> None:
-        needed = self._overhead() + self._placeholder_tokens
-        if needed > self.prompt_budget:
-            raise ContextOverflowError(needed, self.prompt_budget,
-                                       "the system prompt, context and tool definitions alone")
+    def _limits(self, target: float) -> Limits:
+        budget = self.prompt_budget
+        return Limits(self._overheads.tokens + self._placeholder_tokens,
+                      math.floor(budget / self._calibration), math.floor(target * budget / self._calibration),
+                      budget, self._calibration, self.preserve_recent)
+
+    def _over(self, fraction: float) -> bool:
+        return self._total() > math.floor(fraction * self.prompt_budget / self._calibration)
 
     @property
     def usage(self) -> Usage:
         """Tokens by component, utilization, zone and turns until red."""
         total = self._total()
         budget = self.prompt_budget
-        history = self._history.total_tokens
+        history = self._store.tokens
+        overheads = self._overheads
         by_component = {
-            "system_prompt": self._system_tokens + self._context_tokens + self._notes_tokens,
-            "tool_definitions": self._tool_tokens,
-            "message_history": history - self._tool_result_tokens,
-            "tool_results": self._tool_result_tokens,
+            "system_prompt": overheads.system_tokens + overheads.context_tokens + overheads.notes_tokens,
+            "tool_definitions": overheads.tool_tokens,
+            "message_history": history - self._store.tool_tokens,
+            "tool_results": self._store.tool_tokens,
             "memory_injection": 0,
             "output_reserved": self.reserve_output,
         }
@@ -412,169 +344,233 @@ class ContextWindow:
                      reading.turns_until_red if reading else None,
                      self.max_tokens, self.reserve_output, self._calibration)
 
+    def _update_budget(self) -> None:
+        overheads = self._overheads
+        self.budget.set_used("system_prompt", overheads.system_tokens + overheads.context_tokens)
+        self.budget.set_used("tool_definitions", overheads.tool_tokens)
+        self.budget.set_used("message_history", self._store.tokens - self._store.tool_tokens)
+        self.budget.set_used("tool_results", self._store.tool_tokens)
+
     def record_usage(self, prompt_tokens: int, completion_tokens: int | None = None) -> None:
-        """Calibrates with what the provider billed for the last prompt: later compactions treat
-        totals as ``total * calibration`` (bounded to [1, 1.5]: the exact count is never loosened),
-        and the pressure monitor uses the reported count for this turn."""
-        _int(prompt_tokens, "prompt_tokens", 0)
+        """Calibrates with what the provider billed for the last prompt: from now on the window
+        keeps ``count x calibration`` within the budget (calibration bounded to [1, 1.5]: the
+        exact count is never loosened), compacting now if needed, and the pressure monitor uses
+        the reported count for this turn. If the protected content no longer fits once
+        calibrated, :class:`ContextOverflowError` and nothing changes."""
+        check_int(prompt_tokens, "prompt_tokens", 0)
         if completion_tokens is not None:
-            _int(completion_tokens, "completion_tokens", 0)
-        estimate = self._total()
-        if estimate > 0 and prompt_tokens > 0:
-            ratio = min(max(prompt_tokens / estimate, 1.0), 1.5)
-            self._calibration = 0.5 * self._calibration + 0.5 * ratio
-        self.pressure.report(prompt_tokens)
+            check_int(completion_tokens, "completion_tokens", 0)
+
+        def calibrate() -> None:
+            estimate = self._total()
+            if estimate > 0 and prompt_tokens > 0:
+                ratio = min(max(prompt_tokens / estimate, 1.0), 1.5)
+                self._calibration = 0.5 * self._calibration + 0.5 * ratio
+            self._fit()
+            self._after.append(report)
+
+        def report() -> None:
+            self.pressure.report(prompt_tokens)
+
+        self._transaction(calibrate)
+
+    # --- transactions ----------------------------------------------------------------------
+
+    def _transaction(self, body: Callable[[], T]) -> T:
+        """Runs ``body`` so that it either completes or changes nothing; then delivers the
+        events it queued (callback errors re-raised after all were delivered, when
+        ``raise_callback_errors``)."""
+        if self._busy:
+            raise WindowBusyError("this window is in the middle of another operation; the call changed nothing")
+        self._busy = True
+        savepoint = self._store.begin()
+        saved = (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
+                 self.last_compaction, self._overheads, list(self.notes.notes), self.settings)
+        after, self._after = self._after, []
+        try:
+            result = body()
+        except BaseException as error:
+            self._store.rollback(savepoint)
+            (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
+             self.last_compaction, self._overheads, notes, self.settings) = saved
+            self.notes.notes[:] = notes
+            self._after = after
+            self._busy = False
+            if isinstance(error, ContextOverflowError):
+                self._deliver([lambda: self.events.emit("on_overflow", error)], reraise=False)
+            raise
+        del savepoint
+        queued, self._after = self._after, after
+        self._busy = False
+        self._update_budget()
+        self._deliver(queued, reraise=True)
+        return result
+
+    def _deliver(self, actions: list[Callable[[], None]], reraise: bool) -> None:
+        first: BaseException | None = None
+        for action in actions:
+            try:
+                action()
+            except Exception as error:  # already logged and recorded by the event bus
+                first = first or error
+        if first is not None and reraise:
+            raise first
+
+    async def _atransaction(self, body: Callable[[], T]) -> T:
+        """:meth:`_transaction` for async callers: a summarizer met while planning is awaited
+        on this event loop, then the whole operation is planned again with its answer (so the
+        window never holds a half-made state across an ``await``)."""
+        answers: dict[Any, Any] = {}
+        for _ in range(_MAX_AWAITS):
+            if self._busy:
+                raise WindowBusyError("this window is in the middle of another operation; the call changed nothing")
+            self._answers, self._awaiting = answers, True
+            try:
+                return self._transaction(body)
+            except NeedsAwait as need:
+                call, timeout, key = need.call, need.timeout, need.key
+            finally:
+                self._answers, self._awaiting = {}, False
+            self._busy = True  # no other call while the summary is awaited
+            try:
+                answers[key] = await await_summarizer(call, timeout)
+            finally:
+                self._busy = False
+        raise InvalidArgumentError(f"one operation needed more than {_MAX_AWAITS} summaries")
 
     # --- adding ----------------------------------------------------------------------------
+
+    def _prepare(self, message: object, pinned: object, where: str) -> tuple[Message, int, bool]:
+        validate_message(message, where)
+        if not isinstance(pinned, bool):
+            raise InvalidTypeError(f"pinned must be a bool, not {type(pinned).__name__}")
+        assert isinstance(message, Mapping)
+        copy = dict(message)
+        if copy["role"] in ("system", "developer"):
+            raise MalformedMessageError(
+                f"{where}: system prompts are set with system= or set_system(), not add()")
+        try:
+            tokens = self.tokenizer.count_message(copy)
+        except MalformedMessageError as error:
+            raise MalformedMessageError(f"{where}: {error}") from None
+        return copy, tokens, pinned
 
     def add(self, message: Mapping[str, Any], *, pinned: bool = False) -> None:
         """Adds one message (counted once, now). ``pinned=True`` protects it (and its group)
         from eviction and rewriting. Raises :class:`MalformedMessageError` for a malformed
         message, a tool result that answers no open call, or a new message while tool calls wait
         for results; :class:`ContextOverflowError` when protected content alone would exceed the
-        budget. On error nothing changes."""
-        validate_message(message)
-        if not isinstance(pinned, bool):
-            raise InvalidTypeError(f"pinned must be a bool, not {type(pinned).__name__}")
-        message = dict(message)
-        role = message["role"]
-        if role in ("system", "developer"):
-            raise MalformedMessageError(
-                "message 0: system prompts are set with system= or set_system(), not add()")
-        tokens = self.tokenizer.count_message(message)
-        if role == "tool":
-            call_id = message["tool_call_id"]
-            if call_id not in self._open_calls:
-                raise MalformedMessageError(
-                    f"message 0: tool result for call {call_id!r}, which is not an open tool call "
-                    f"in this window (open: {sorted(self._open_calls) or 'none'})")
-        elif self._open_calls:
-            raise MalformedMessageError(
-                f"message 0: tool calls {sorted(self._open_calls)} have no results yet; add their "
-                f"tool results before a {role} message")
-        self._seq += 1
-        turn = self._turn + (1 if role == "user" else 0)
-        if role == "tool":
-            entry = Entry(message, tokens, self._seq, self._pending[0].group, turn, pinned)
-            group = self._pending + [entry]
-            open_calls = self._open_calls - {message["tool_call_id"]}
-        else:
-            entry = Entry(message, tokens, self._seq, self._seq, turn, pinned)
-            group = [entry]
-            open_calls = set(tool_call_ids(message))
-        if open_calls:
-            self._pending, self._open_calls = group, open_calls
-            self._check_pending()
-        else:
-            self._push_group(group)
-            self._pending, self._open_calls = [], set()
-        self.tokens_added += tokens
-        self._after_add(message, role, turn)
+        budget. On any error nothing changes."""
+        prepared = self._prepare(message, pinned, "message")
+        self._transaction(lambda: self._add(*prepared, where="message"))
+
+    async def aadd(self, message: Mapping[str, Any], *, pinned: bool = False) -> None:
+        """:meth:`add` for async code: summaries it triggers are awaited on this event loop."""
+        prepared = self._prepare(message, pinned, "message")
+        await self._atransaction(lambda: self._add(*prepared, where="message"))
 
     def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
-        """Adds messages in order (each as :meth:`add`; stops at the first error)."""
-        for message in messages:
-            self.add(message)
+        """Adds messages in order, atomically: if one is refused (its index is named in the
+        error), none is added."""
+        prepared = [self._prepare(m, False, f"message {i}") for i, m in enumerate(messages)]
+        self._transaction(lambda: self._extend(prepared))
 
-    def _check_pending(self) -> None:
-        pending = sum(e.tokens for e in self._pending)
-        if self._total() + self._placeholder_tokens + pending <= self.prompt_budget:
-            return  # everything fits, protected content a fortiori
-        protected = self._protected_tokens() + pending
-        if protected > self.prompt_budget:
-            self._pending, self._open_calls = [], set()
-            self._overflow(protected, "a tool call group still waiting for results")
+    async def aextend(self, messages: Iterable[Mapping[str, Any]]) -> None:
+        """:meth:`extend` for async code."""
+        prepared = [self._prepare(m, False, f"message {i}") for i, m in enumerate(messages)]
+        await self._atransaction(lambda: self._extend(prepared))
 
-    def _push_group(self, group: list[Entry]) -> None:
-        # An overflow is raised before compaction changes anything, so undoing the pushes below
-        # is enough: the history rolls back, the conversation list is cut to its old length.
-        snapshot = self._history.snapshot()
-        saved = (len(self._conversation), self._pinned_in_history, self._tool_result_tokens)
-        for index, entry in enumerate(group):
-            self._history.push(entry, entry.tokens, index == 0)
-            self._conversation.append(entry.message)
-            self._pinned_in_history += entry.pinned
-            if entry.role == "tool":
-                self._tool_result_tokens += entry.tokens
-        try:
-            if self._effective(self._total()) > self.trigger * self.prompt_budget:
-                self._compact("trigger")
-        except ContextOverflowError:
-            self._history.rollback(snapshot)
-            del self._conversation[saved[0]:]
-            _, self._pinned_in_history, self._tool_result_tokens = saved
-            raise
+    def _extend(self, prepared: list[tuple[Message, int, bool]]) -> None:
+        for index, (message, tokens, pinned) in enumerate(prepared):
+            self._add(message, tokens, pinned, where=f"message {index}")
 
-    def _after_add(self, message: Message, role: str, turn: int) -> None:
-        history = self._history.total_tokens
-        self.budget.set_used("message_history", history - self._tool_result_tokens)
-        self.budget.set_used("tool_results", self._tool_result_tokens)
+    def _add(self, message: Message, tokens: int, pinned: bool, where: str) -> None:
+        addition = self._store.prepare(message, tokens, pinned, where)
+        self._store.apply(addition)
+        self.tokens_added += tokens
+        if addition.open_calls:
+            self._check_pending()
+        elif self._over(self.trigger):
+            self._compact("trigger", self.target)
+        role = message["role"]
+        turn = self._store.turn
         if role == "user":
-            self._turn = turn
-            total = self._total()
-            self.budget.record_turn(total)
-            self.pressure.observe(total)
-            self.events.emit("on_turn_start", turn)
+            self._after.append(lambda: self._turn_started(turn))
         elif role == "tool":
-            self.events.emit("on_tool_result", message)
-        elif role == "assistant" and not message.get("tool_calls") and self.events.has("on_turn_end"):
+            self._after.append(lambda: self.events.emit("on_tool_result", message))
+        elif role == "assistant" and not message.get("tool_calls"):
+            self._after.append(lambda: self._turn_ended(turn))
+
+    def _turn_started(self, turn: int) -> None:
+        total = self._total()
+        self.budget.record_turn(total)
+        self.pressure.observe(total)
+        self.events.emit("on_turn_start", turn)
+
+    def _turn_ended(self, turn: int) -> None:
+        if self.events.has("on_turn_end"):
             self.events.emit("on_turn_end", turn, self.usage)
 
-    def _effective(self, total: int) -> float:
-        return total * self._calibration
+    def _check_pending(self) -> None:
+        """A held-back group must fit next to the protected content once complete."""
+        limits = self._limits(1.0)
+        pending = self._store.pending_tokens
+        if self._total() + self._placeholder_tokens + pending <= limits.budget:
+            return  # everything fits, protected content a fortiori
+        entries = self._store.entries()
+        groups = self._store.protected_groups(entries, self.preserve_recent)
+        protected = limits.overhead + pending + sum(e.tokens for e in entries if e.group in groups)
+        if protected > limits.budget:
+            raise ContextOverflowError(limits.needed(protected), self.prompt_budget,
+                                       "protected content (a tool call group still waiting for results)")
+
+    def _fit(self) -> None:
+        """Compacts when over the trigger; the compaction raises :class:`ContextOverflowError`
+        when the protected content cannot fit."""
+        if self._over(self.trigger):
+            self._compact("trigger", self.target)
 
     # --- compaction ------------------------------------------------------------------------
 
-    def _entries(self) -> list[Entry]:
-        entries: list[Entry] = list(self._history)
-        return entries
-
-    def _protected_groups(self, entries: Sequence[Entry]) -> set[int]:
-        recent = entries[max(len(entries) - self.preserve_recent, 0):] if self.preserve_recent else []
-        groups = {e.group for e in recent}
-        for entry in reversed(entries):
-            if entry.role == "user":
-                groups.add(entry.group)
-                break
-        groups.update(e.group for e in entries if e.pinned)
-        return groups
-
-    def _protected_tokens(self) -> int:
-        entries = self._entries()
-        groups = self._protected_groups(entries)
-        return self._overhead() + self._placeholder_tokens + sum(e.tokens for e in entries if e.group in groups)
-
-    def _overflow(self, needed: int, what: str) -> None:
-        error = ContextOverflowError(needed, self.prompt_budget, f"protected content ({what})")
-        self.events.emit("on_overflow", error)
-        raise error
-
-    def compact(self, force: bool = False) -> CompactionResult:
+    def compact(self, force: bool = False, *, target: float | None = None) -> CompactionResult:
         """Runs the strategies (cheapest first) and the last resort until the prompt is at or
-        below ``target`` of the budget. Without ``force`` it does nothing under ``trigger``.
-        Idempotent: compacting a compacted window changes nothing."""
-        if not force and self._effective(self._total()) <= self.trigger * self.prompt_budget:
+        below ``target`` (default: the window's ``target``) of the budget.
+
+        Without ``force`` it does nothing while the prompt is at or under ``trigger``; with
+        ``force=True`` it compacts whatever the trigger, and does nothing when the prompt is
+        already at or below the target (pass a lower ``target`` to free more room now).
+        Idempotent: compacting a compacted window with the same settings changes nothing."""
+        if target is not None:
+            target = float(target) if isinstance(target, (int, float)) and not isinstance(target, bool) else target
+            if not isinstance(target, float) or not 0.0 < target <= 1.0:
+                raise InvalidArgumentError(f"target must be a number in (0, 1], got {target!r}")
+        goal = self.target if target is None else target
+        if not force and not self._over(self.trigger):
             total = self._total()
             return CompactionResult([], total, total, [], reason="below trigger")
-        return self._compact("forced" if force else "compact")
+        return self._transaction(lambda: self._compact("forced" if force else "compact", goal))
 
-    def _compact(self, reason: str) -> CompactionResult:
+    async def acompact(self, force: bool = False, *, target: float | None = None) -> CompactionResult:
+        """:meth:`compact` for async code: summaries are awaited on this event loop."""
+        goal = self.target if target is None else target
+        if target is not None and not (isinstance(target, (int, float)) and 0.0 < target <= 1.0):
+            raise InvalidArgumentError(f"target must be a number in (0, 1], got {target!r}")
+        if not force and not self._over(self.trigger):
+            total = self._total()
+            return CompactionResult([], total, total, [], reason="below trigger")
+        return await self._atransaction(lambda: self._compact("forced" if force else "compact", goal))
+
+    def _compact(self, reason: str, target: float) -> CompactionResult:
         before = self._total()
-        protected = self._protected_tokens()
-        if protected > self.prompt_budget:
-            self._overflow(protected, "system prompt, pinned, newest user and recent messages")
-        budget = self.prompt_budget
-        target = math.floor(self.target * budget / self._calibration)
+        limits = self._limits(target)
+        if before <= limits.target:
+            return CompactionResult([], before, before, [], reason="at or below target")
         before_text = self._window_text() if self.measure_fidelity else None
-        native = None
-        if not self.cascade.strategies and self._pinned_in_history == 0:
-            native = self._drop_oldest_native(target)
-        reports: list[StrategyReport]
-        if native is not None:
-            evicted, reports = native, []
-        else:
-            evicted, reports = self._compact_with_strategies(target)
+        plan = plan_compaction(self._store, self.cascade, limits, self.tokenizer.count_message, self.archive,
+                               answers=self._answers, awaiting=self._awaiting)
+        evicted = [e.original or e.message for e in apply_plan(self._store, plan, self.archive)]
         after = self._total()
+        reports = list(plan.reports)
         applied = [r.name for r in reports if r.changed]
         if evicted and "drop_oldest" not in applied and not any(
                 r.evicted for r in reports if r.name != "drop_oldest"):
@@ -587,155 +583,117 @@ class ContextWindow:
             self.compactions += 1
             self.evicted_messages += len(evicted)
         self.last_compaction = result
+        self._after.append(lambda: self._compacted(result))
+        return result
+
+    def _compacted(self, result: CompactionResult) -> None:
         usage = self.usage
-        if evicted:
-            self.events.emit("on_evict", evicted, usage)
+        if result.evicted:
+            self.events.emit("on_evict", result.evicted, usage)
         self.events.emit("on_compact", result)
         if self.events.has("on_status"):
             sentence = (f"context window at {usage.utilization:.0%} capacity "
                         f"({usage.total:,}/{usage.budget:,} tokens), "
-                        + ("compaction applied" if applied else "nothing to compact"))
+                        + ("compaction applied" if result.applied else "nothing to compact"))
             self.events.emit("on_status", StatusEvent(sentence, usage.total, usage.budget,
                                                       usage.utilization, usage.zone))
-        return result
 
     def _window_text(self) -> str:
-        return "\n".join(text_of(m) + json.dumps(m.get("tool_calls") or "") for m in self._conversation)
+        return "\n".join(text_of(m) + json.dumps(m.get("tool_calls") or "") for m in self._store.messages)
 
     @property
     def llm_strategy_names(self) -> set[str]:
         """Names of the configured strategies that call a model."""
         return {s.name for s in self.cascade.strategies if getattr(s, "cost", "free") == "llm"}
 
-    def _drop_oldest_native(self, target: int) -> list[Message] | None:
-        """The last resort on the native FIFO, O(k) for k evicted entries, when the protected
-        messages form a suffix of the history (else None: the general path handles it)."""
-        count = len(self._history)
-        tail_groups: set[int] = set()
-        tail_tokens = 0
-        index = count - 1
-        # The last preserve_recent messages, widened to whole groups.
-        while index >= 0 and (count - 1 - index < self.preserve_recent
-                              or self._history[index].group in tail_groups):
-            entry: Entry = self._history[index]
-            tail_groups.add(entry.group)
-            tail_tokens += entry.tokens
-            index -= 1
-        tail = self._conversation[index + 1:]
-        if not any(m.get("role") == "user" for m in tail) and any(
-                m.get("role") == "user" for m in self._conversation[: index + 1]):
-            return None  # the newest user message lies before the tail
-        overhead = self._overhead() + self._placeholder_tokens
-        watermark = max(target, overhead + tail_tokens)
-        ceiling = max(math.floor(self.trigger * self.prompt_budget), watermark)
-        evicted: list[Entry] = self._history.evict(ceiling, overhead, watermark)
-        del self._conversation[: len(evicted)]
-        self._tool_result_tokens -= sum(e.tokens for e in evicted if e.role == "tool")
-        return [e.original or e.message for e in evicted]
+    # --- notes -----------------------------------------------------------------------------
 
-    def _compact_with_strategies(self, target: int) -> tuple[list[Message], list[StrategyReport]]:
-        entries = self._entries()
-        state = CompactionState(
-            entries=list(entries), count_message=self.tokenizer.count_message,
-            overhead=self._overhead() + self._placeholder_tokens, budget=self.prompt_budget,
-            target=target, archive=self.archive, current_turn=self._turn,
-            protected_groups=self._protected_groups(entries))
-        reports = self.cascade.run(state)
-        if state.total() > state.target:
-            # The last resort keeps a conversation summary while anything else can go, and
-            # drops it only if the budget cannot be met otherwise.
-            summaries = {e.group for e in state.entries if e.group < 0}
-            state.protected_groups |= summaries
-            reports.append(DropOldest().apply(state))
-            state.protected_groups -= summaries
-            if state.total() > state.budget:
-                reports.append(DropOldest().apply(state))
-        # Rebuild the FIFO from the compacted entries (one O(window) pass per compaction).
-        self._history = TokenHistory()
-        self._conversation = []
-        previous_group = None
-        for entry in state.entries:
-            self._history.push(entry, entry.tokens, entry.group != previous_group)
-            self._conversation.append(entry.message)
-            previous_group = entry.group
-        self._pinned_in_history = sum(e.pinned for e in state.entries)
-        self._tool_result_tokens = sum(e.tokens for e in state.entries if e.role == "tool")
-        evicted = [e.original or e.message for e in sorted(state.evicted, key=lambda e: e.seq)]
-        return evicted, reports
+    def write_note(self, category: str, text: str, importance: str = "normal") -> None:
+        """Writes a note carried verbatim in every prompt (within the notes' token cap, critical
+        first): categories task_progress, decisions, bugs, constraints, learnings, misc;
+        importance critical, high, normal, low. If the prompt cannot fit with it,
+        :class:`ContextOverflowError` and nothing changes."""
+
+        def write() -> None:
+            self.notes.write_note(category, text, importance)
+            self._overheads = self._with_notes(self._overheads)
+            self._fit()
+
+        self._transaction(write)
 
     # --- output ----------------------------------------------------------------------------
 
     def messages(self) -> list[dict[str, Any]]:
         """What to send now: system first, then the conversation; fits the budget."""
         out: list[dict[str, Any]] = []
-        if self._system_message is not None:
-            out.append(self._system_message)
-        if self._context_message is not None:
-            out.append(self._context_message)
-        if self._notes_message is not None:
-            out.append(self._notes_message)
-        first = self._first_role()
+        overheads = self._overheads
+        if overheads.system is not None:
+            out.append(overheads.system)
+        if overheads.context is not None:
+            out.append(overheads.context)
+        if overheads.notes is not None:
+            out.append(overheads.notes)
+        first = self._store.first_role()
         if first is not None and first != "user":
             out.append(dict(PLACEHOLDER_USER))
-        out.extend(self._conversation)
+        out.extend(self._store.messages)
         return out
 
     # --- checkpoints -----------------------------------------------------------------------
 
     def checkpoint(self, goal: str, **fields: Any) -> TaskCheckpoint:
-        """A :class:`~ctxwindow.checkpoint.TaskCheckpoint` of the task with this window's state
-        (history with pins and summaries, pending tool calls, notes, archive, system prompt,
-        context, calibration), so :meth:`resume` restores ``messages()`` exactly."""
+        """A :class:`~ctxwindow.checkpoint.TaskCheckpoint` of the task with this window's state,
+        so :meth:`resume` restores ``messages()`` exactly. It is based on the version this
+        window last saved or resumed (a store updates the checkpoint it saves), so periodic
+        ``store.save(window.checkpoint(goal))`` calls succeed."""
         from ctxwindow.checkpoint import TaskCheckpoint
 
-        def entry(e: Entry) -> dict[str, Any]:
-            return {"message": e.message, "tokens": e.tokens, "seq": e.seq, "group": e.group,
-                    "turn": e.turn, "pinned": e.pinned, "original": e.original}
-
-        state = {
-            "entries": [entry(e) for e in self._entries()],
-            "pending": [entry(e) for e in self._pending],
-            "open_calls": sorted(self._open_calls),
-            "seq": self._seq, "turn": self._turn, "calibration": self._calibration,
-            "notes": [{"category": n.category, "text": n.text, "importance": n.importance} for n in self.notes.notes],
-            "archive": self.archive.to_dict(),
-            "system": self._system_message["content"] if self._system_message else None,
-            "context": self._context_message["content"] if self._context_message else None,
-        }
-        return TaskCheckpoint(goal=goal, window_state=state, **fields)
+        state = WindowState(
+            entries=[entry_to_dict(e) for e in self._store.entries()],
+            pending=[entry_to_dict(e) for e in self._store.pending],
+            open_calls=sorted(self._store.open_calls), seq=self._store.seq, turn=self._store.turn,
+            calibration=self._calibration,
+            notes=[{"category": n.category, "text": n.text, "importance": n.importance} for n in self.notes.notes],
+            archive=self.archive.to_dict() if isinstance(self.archive, Archive) else None,
+            system=self._overheads.system["content"] if self._overheads.system else None,
+            context=self._overheads.context["content"] if self._overheads.context else None,
+            tools=self._overheads.tools, reserve_output=self.reserve_output)
+        fields.setdefault("version", self._last_checkpoint.version if self._last_checkpoint else 0)
+        checkpoint = TaskCheckpoint(goal=goal, window_state=state.to_dict(), **fields)
+        self._last_checkpoint = checkpoint
+        return checkpoint
 
     def restore(self, checkpoint: TaskCheckpoint) -> None:
-        """Restores the state of :meth:`checkpoint` into this window (built with the same
-        settings). Messages are recounted with this window's tokenizer."""
-        state = checkpoint.window_state
-        if not isinstance(state, dict) or "entries" not in state:
-            raise InvalidArgumentError("the checkpoint holds no window state (use ContextWindow.checkpoint)")
+        """Restores the state of :meth:`checkpoint` into this window: conversation, pending tool
+        calls, notes, archive, system prompt, context, tools, output reserve and calibration.
+        Messages are recounted with this window's tokenizer; if the state does not fit this
+        window's budget it is compacted, and if it cannot fit, nothing changes."""
+        state = WindowState.from_dict(checkpoint.window_state, self.reserve_output)
 
         def entry(data: dict[str, Any]) -> Entry:
-            return Entry(data["message"], self.tokenizer.count_message(data["message"]), data["seq"],
-                         data["group"], data["turn"], data["pinned"], data.get("original"))
+            return entry_from_dict(data, self.tokenizer.count_message(data["message"]))
 
-        entries = [entry(e) for e in state["entries"]]
-        self.set_system(state.get("system"))
-        self.set_context(state.get("context"))
-        self.notes.notes.clear()
-        for note in state.get("notes", []):
-            self.notes.write_note(note["category"], note["text"], note["importance"])
-        self._render_notes()
-        self.archive.restore(state.get("archive", {}))
-        self._history = TokenHistory()
-        self._conversation = []
-        previous = None
-        for e in entries:
-            self._history.push(e, e.tokens, e.group != previous)
-            self._conversation.append(e.message)
-            previous = e.group
-        self._pinned_in_history = sum(e.pinned for e in entries)
-        self._tool_result_tokens = sum(e.tokens for e in entries if e.role == "tool")
-        self._pending = [entry(e) for e in state.get("pending", [])]
-        self._open_calls = set(state.get("open_calls", []))
-        self._seq, self._turn = int(state["seq"]), int(state["turn"])
-        self._calibration = float(state.get("calibration", 1.0))
+        settings = replace(self.settings, reserve_output=state.reserve_output)
+        overhead = self._with_tools(self._with_context(self._with_system(_Overhead(), state.system),
+                                                       state.context), state.tools)
+        entries = [entry(e) for e in state.entries]
+        pending = [entry(e) for e in state.pending]
+
+        def load() -> None:
+            self.settings = settings
+            self.notes.notes.clear()
+            for note in state.notes:
+                self.notes.write_note(note["category"], note["text"], note["importance"])
+            self._overheads = self._with_notes(overhead)
+            self._store.restore(entries, pending, state.open_calls, state.seq, state.turn)
+            self._calibration = state.calibration
+            self._fit()
+            if state.archive is not None and isinstance(self.archive, Archive):
+                self.archive.restore(state.archive)  # last: it cannot fail
+
+        self._transaction(load)
+        self.pressure.budget_tokens = self.prompt_budget
+        self._last_checkpoint = checkpoint
 
     def resume(self, store: Any, session_id: str = "default") -> TaskCheckpoint | None:
         """Loads the newest checkpoint of ``session_id`` from a checkpoint store and restores
@@ -745,9 +703,14 @@ class ContextWindow:
             self.restore(checkpoint)
         return checkpoint
 
+    def save_checkpoint(self, store: Any, goal: str, session_id: str = "default", **fields: Any) -> int:
+        """``store.save(self.checkpoint(goal, **fields), session_id)``: the stored version."""
+        version: int = store.save(self.checkpoint(goal, **fields), session_id)
+        return version
+
     def pending_messages(self) -> list[Message]:
         """The tool-call group waiting for results (held back from ``messages()``)."""
-        return [e.message for e in self._pending]
+        return [e.message for e in self._store.pending]
 
     def retrieve(self, retrieval_id: str) -> list[Message] | None:
         """The original messages behind a placeholder's retrieval id, or None."""
@@ -760,9 +723,10 @@ class ContextWindow:
     def __len__(self) -> int:
         """Number of conversation messages in the window (system prompt and held-back tool
         calls excluded)."""
-        return len(self._conversation)
+        return len(self._store)
 
     def __repr__(self) -> str:
         usage = self.usage
         return (f"ContextWindow(model={self.model!r}, messages={len(self)}, "
                 f"total={usage.total}, budget={usage.budget}, zone={usage.zone!r})")
+

@@ -6,19 +6,27 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from ctxwindow.archive import Archive, MessageArchive
+from ctxwindow.errors import InvalidArgumentError
 
 Message = dict[str, Any]
 
-__all__ = ["Entry", "Archive", "CompactionState", "StrategyReport", "Strategy"]
+__all__ = ["Entry", "Archive", "CompactionState", "NeedsAwait", "StrategyReport", "Strategy"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Entry:
-    """One message in the window."""
+    """One message in the window. Entries are values: a strategy that rewrites a message puts a
+    new entry in its place (``CompactionState.rewrite``), so a plan that is refused leaves the
+    window's own entries untouched.
+
+    ``group`` is assigned by the conversation store from the message itself: a tool call's
+    group is the ``seq`` of the assistant message that makes the call, and its results join it by
+    ``tool_call_id``; every other message is a group of its own. A strategy never decides
+    groups, so a rewritten assistant message keeps its results."""
 
     message: Message
     tokens: int
@@ -28,6 +36,8 @@ class Entry:
     pinned: bool = False
     #: The message as added, when a strategy has rewritten it.
     original: Message | None = None
+    #: "message", or "summary" for a ``[Conversation Summary]`` written by :class:`Summarize`.
+    kind: str = "message"
 
     @property
     def role(self) -> str:
@@ -49,10 +59,24 @@ class StrategyReport:
         return self.touched > 0 or bool(self.evicted)
 
 
+class NeedsAwait(BaseException):
+    """Raised inside a compaction planned for an async caller when a summarizer must be awaited
+    first: the window abandons the plan (nothing was applied), awaits the call on the caller's
+    event loop, and plans again with the answer. Not an ``Exception``, so strategies that skip
+    failures do not swallow it."""
+
+    def __init__(self, key: tuple[int, str, str], call: Callable[[], Any], timeout: float | None) -> None:
+        super().__init__("a summarizer must be awaited")
+        self.key, self.call, self.timeout = key, call, timeout
+
+
 @dataclass
 class CompactionState:
-    """The window during a compaction. ``total()`` includes the overhead (system prompt, tool
-    definitions, reply priming); ``target`` and ``budget`` are totals in the same terms."""
+    """The window during a compaction: a scratch copy that strategies change towards their
+    target. ``total()`` includes the overhead (system prompt, tool definitions, reply priming);
+    ``target`` and ``budget`` are totals in the same terms (already divided by the window's
+    calibration). Nothing here touches the window: the planned entries are checked and applied
+    by the window only when the whole compaction succeeded."""
 
     entries: list[Entry]
     count_message: Callable[[Message], int]
@@ -63,6 +87,11 @@ class CompactionState:
     current_turn: int
     protected_groups: set[int] = field(default_factory=set)
     evicted: list[Entry] = field(default_factory=list)
+    #: Answers of summarizers already awaited for this compaction (async callers).
+    answers: dict[tuple[int, str, str], Any] = field(default_factory=dict)
+    #: True when planning for an async caller (summarizers are awaited, not called).
+    awaiting: bool = False
+    next_seq: int = 0
 
     def total(self) -> int:
         return self.overhead + sum(entry.tokens for entry in self.entries)
@@ -81,24 +110,48 @@ class CompactionState:
     def group_protected(self, group: list[Entry]) -> bool:
         return any(self.is_protected(entry) for entry in group)
 
+    def new_seq(self) -> int:
+        """A sequence number for a message a strategy creates (unique in the window)."""
+        self.next_seq += 1
+        return self.next_seq
+
     def rewrite(self, entry: Entry, message: Message) -> int:
-        """Replaces the message of an unprotected entry (its role, calls and ids are kept by the
-        callers) and recounts it; returns the tokens saved."""
-        assert not self.is_protected(entry), "protected content is never altered"
+        """Puts a rewritten ``message`` in place of an unprotected entry (its role, calls and
+        ids are kept by the callers), recounted; the original stays retrievable. Returns the
+        tokens saved."""
+        if self.is_protected(entry):
+            raise InvalidArgumentError("protected content is never altered")
+        position = next(i for i, e in enumerate(self.entries) if e is entry)
         tokens = self.count_message(message)
-        saved = entry.tokens - tokens
-        if entry.original is None:
-            entry.original = entry.message
-        entry.message, entry.tokens = message, tokens
-        return saved
+        self.entries[position] = replace(entry, message=message, tokens=tokens,
+                                         original=entry.original or entry.message)
+        return entry.tokens - tokens
 
     def evict_group(self, group_id: int) -> list[Entry]:
         """Removes a whole unprotected group; returns its entries."""
         removed = [e for e in self.entries if e.group == group_id]
-        assert removed and not self.group_protected(removed), "protected content is never evicted"
+        if not removed or self.group_protected(removed):
+            raise InvalidArgumentError("protected content is never evicted")
         self.entries = [e for e in self.entries if e.group != group_id]
         self.evicted.extend(removed)
         return removed
+
+    def summarize(self, summarizer: Callable[[str, str], Any], system: str, user: str,
+                  timeout: float | None) -> str:
+        """Calls ``summarizer(system, user)``: directly for sync callers; for async callers the
+        window awaits it on the caller's loop (see :class:`NeedsAwait`) and the answer comes
+        from :attr:`answers` when the plan is made again. Raises ``SummaryFailed``."""
+        from ctxwindow.strategies.summarize import SummaryFailed, call_summarizer
+
+        key = (id(summarizer), system, user)
+        if key in self.answers:
+            answer = self.answers[key]
+            if isinstance(answer, SummaryFailed):
+                raise answer
+            return str(answer)
+        if self.awaiting:
+            raise NeedsAwait(key, lambda: summarizer(system, user), timeout)
+        return call_summarizer(summarizer, system, user, timeout)
 
     def tool_name(self, entry: Entry) -> str:
         """The function name of a tool result (its ``name``, else the call it answers)."""

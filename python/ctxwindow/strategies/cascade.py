@@ -4,13 +4,13 @@ under its target; ``CallableStrategy`` adapts any ``(messages, budget) -> messag
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import logging
 
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
-from ctxwindow.messages import tool_call_ids
+from ctxwindow.messages import tool_call_ids, validate_message
 from ctxwindow.strategies.base import CompactionState, Entry, Strategy, StrategyReport
 from ctxwindow.strategies.summarize import SummaryFailed
 
@@ -23,11 +23,20 @@ Message = dict[str, Any]
 
 @dataclass
 class CallableStrategy:
-    """A custom strategy from a callable ``(messages, budget) -> messages``: it receives the
-    conversation (without the system prompt) and the token budget left for it, and returns the
-    messages to keep, in order; it may drop messages or return rewritten copies. The result is
-    checked: protected messages present and unchanged, every tool result after its call and
-    every call answered; an invalid result changes nothing."""
+    """A custom strategy from a callable ``(messages, budget) -> messages``: it receives copies of
+    the conversation (without the system prompt) and the token budget left for it, and returns
+    the messages to keep, in order. It may drop messages, return rewritten copies, or add new
+    messages (such as its own summary):
+
+    - a returned message equal to one of the window's is that message (kept);
+    - a changed tool result (same ``tool_call_id``) or changed assistant message with the same
+      tool-call ids is a rewrite of that message (the original stays retrievable);
+    - any other returned message is new, and the window's messages it does not return are
+      evicted (reported to ``on_evict``).
+
+    Dropping a tool call drops its results with it. The result then goes through the window's
+    one checker (protected messages present and unchanged, every result after its call, every
+    call answered, the first message a user message); an invalid result changes nothing."""
 
     function: Callable[[list[Message], int], Sequence[Message]]
     name: str = "custom"
@@ -35,29 +44,39 @@ class CallableStrategy:
 
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())
-        messages = [e.message for e in state.entries]
-        result = list(self.function([dict(m) for m in messages], max(state.target - state.overhead, 0)))
-        by_identity = {_key(e.message): e for e in state.entries}
+        result = list(self.function([dict(e.message) for e in state.entries],
+                                    max(state.target - state.overhead, 0)))
+        unused: dict[str, list[Entry]] = {}
+        for entry in state.entries:
+            unused.setdefault(_key(entry.message), []).append(entry)
+        by_calls = {_calls_key(e.message): e for e in state.entries if _calls_key(e.message)}
         kept: list[Entry] = []
-        seen: set[int] = set()
+        used: set[int] = set()
         for message in result:
             if not isinstance(message, dict):
-                raise InvalidTypeError(f"strategy {self.name} returned a {type(message).__name__}, not a message dict")
-            entry = by_identity.get(_key(message))
-            if entry is not None and entry.seq not in seen:
-                seen.add(entry.seq)
-                kept.append(entry)
-            else:
-                previous = kept[-1] if kept else None
-                group = previous.group if previous and message.get("role") == "tool" else -len(kept) - 1
-                kept.append(Entry(message, state.count_message(message), -1, group,
-                                  previous.turn if previous else state.current_turn))
-        _check_result(state, kept, self.name)
-        dropped = [e for e in state.entries if e.seq not in seen]
+                raise InvalidTypeError(
+                    f"strategy {self.name} returned a {type(message).__name__}, not a message dict")
+            same = [e for e in unused.get(_key(message), []) if e.seq not in used]
+            if same:
+                used.add(same[0].seq)
+                kept.append(same[0])
+                continue
+            validate_message(message)
+            original = by_calls.get(_calls_key(message))
+            if original is not None and original.seq not in used and not state.is_protected(original):
+                used.add(original.seq)
+                tokens = state.count_message(message)
+                kept.append(replace(original, message=dict(message), tokens=tokens,
+                                    original=original.original or original.message))
+                report.touched += 1
+                continue
+            kept.append(Entry(dict(message), state.count_message(message), state.new_seq(), 0,
+                              kept[-1].turn if kept else state.current_turn))
+            report.touched += 1
+        dropped = [e for e in state.entries if e.seq not in used]
         state.entries = kept
         state.evicted.extend(dropped)
         report.evicted = [e.original or e.message for e in dropped]
-        report.touched = sum(1 for e in kept if e.seq == -1)
         report.tokens_after = state.total()
         return report
 
@@ -66,24 +85,12 @@ def _key(message: Message) -> str:
     return repr(sorted(message.items(), key=lambda kv: kv[0]))
 
 
-def _check_result(state: CompactionState, kept: list[Entry], name: str) -> None:
-    present = {e.seq for e in kept}
-    for entry in state.entries:
-        if state.is_protected(entry) and entry.seq not in present:
-            raise InvalidArgumentError(f"strategy {name} removed or changed a protected message")
-    open_calls: set[str] = set()
-    for entry in kept:
-        if entry.role == "tool":
-            call_id = entry.message.get("tool_call_id")
-            if call_id not in open_calls:
-                raise InvalidArgumentError(f"strategy {name} left a tool result without its call ({call_id})")
-            open_calls.discard(call_id)
-        else:
-            if open_calls:
-                raise InvalidArgumentError(f"strategy {name} left tool calls without results: {sorted(open_calls)}")
-            open_calls = set(tool_call_ids(entry.message))
-    if open_calls:
-        raise InvalidArgumentError(f"strategy {name} left tool calls without results: {sorted(open_calls)}")
+def _calls_key(message: Message) -> str:
+    """What ties a message to its tool-call group: the call ids it makes or the one it answers."""
+    if message.get("role") == "tool":
+        return f"result:{message.get('tool_call_id')}"
+    ids = tool_call_ids(message)
+    return "calls:" + ",".join(ids) if ids else ""
 
 
 def as_strategy(strategy: object) -> Strategy:
@@ -115,18 +122,32 @@ class Cascade:
         self.strategies = sorted(resolved, key=lambda s: _COST_ORDER[s.cost])
         self.cost = "llm" if any(s.cost == "llm" for s in resolved) else "free"
 
-    def run(self, state: CompactionState) -> list[StrategyReport]:
-        """Applies the strategies in order until the window is under its target."""
+    def run(self, state: CompactionState,
+            settle: Callable[[CompactionState], list[str]] | None = None) -> list[StrategyReport]:
+        """Applies the strategies in order until the window is under its target. ``settle``
+        (the window's checker) validates each strategy's result: a strategy that raises, or
+        whose result the checker refuses, leaves the state as it was and the next one runs."""
         reports = []
         for strategy in self.strategies:
             if not state.over_target():
                 break
+            saved = (list(state.entries), len(state.evicted), state.next_seq)
             try:
-                reports.append(strategy.apply(state))
+                report = strategy.apply(state)
+                problems = settle(state) if settle is not None else []
+                if problems:
+                    raise InvalidArgumentError(
+                        f"strategy {strategy.name} planned an invalid window: {'; '.join(problems)}")
+                reports.append(report)
+                continue
             except SummaryFailed as failure:  # expected: summarizing is retried next time
                 logger.warning("ctxwindow: %s did not apply (%s); trying the next strategy", strategy.name, failure)
+            except InvalidArgumentError as refused:
+                logger.warning("ctxwindow: %s; its plan was refused, trying the next strategy", refused)
             except Exception:  # a failing strategy is skipped; the next one runs
                 logger.exception("ctxwindow: strategy %s failed; trying the next one", strategy.name)
+            state.entries, state.next_seq = saved[0], saved[2]
+            del state.evicted[saved[1]:]
         return reports
 
     def apply(self, state: CompactionState) -> StrategyReport:

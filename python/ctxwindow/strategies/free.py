@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctxwindow.archive import PROVISIONAL_ID
 from ctxwindow.errors import InvalidArgumentError
 from ctxwindow.scoring import format_eviction_summary, score, select_evictions, summarize_for_eviction
 from ctxwindow.strategies.base import CompactionState, Entry, StrategyReport
@@ -86,22 +87,26 @@ class ClearToolResults:
                       and state.tool_name(e) not in self.exclude_tools]
         plans = []
         for entry in candidates:
-            tool = state.tool_name(entry)
-            retrieval_id = state.archive.put([entry.message])
-            placeholder = {**entry.message, "content":
-                           f"[Tool result cleared: {tool} at turn {entry.turn}; retrieval id {retrieval_id}]"}
-            saved = entry.tokens - state.count_message(placeholder)
+            # Measured with a provisional id; the original is archived only when it is cleared.
+            saved = entry.tokens - state.count_message(self._placeholder(state, entry, PROVISIONAL_ID))
             if saved > 0:
-                plans.append((entry, placeholder, saved))
-        if sum(saved for _, _, saved in plans) < self.clear_at_least:
+                plans.append((entry, saved))
+        if sum(saved for _, saved in plans) < self.clear_at_least:
             return report
-        for entry, placeholder, _ in plans:
+        for entry, _ in plans:
             if not state.over_target():
                 break
-            state.rewrite(entry, placeholder)
+            retrieval_id = state.archive.put([entry.original or entry.message])
+            state.rewrite(entry, self._placeholder(state, entry, retrieval_id))
             report.touched += 1
         report.tokens_after = state.total()
         return report
+
+    @staticmethod
+    def _placeholder(state: CompactionState, entry: Entry, retrieval_id: str) -> dict[str, object]:
+        tool = state.tool_name(entry)
+        return {**entry.message,
+                "content": f"[Tool result cleared: {tool} at turn {entry.turn}; retrieval id {retrieval_id}]"}
 
 
 _SPACES = re.compile(r"[ \t]+")

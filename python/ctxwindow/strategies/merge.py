@@ -5,6 +5,7 @@ duplicated, and the merges are recorded."""
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,9 @@ from ctxwindow.strategies.base import CompactionState, StrategyReport
 __all__ = ["SemanticMerge", "Merge"]
 
 Embedder = Callable[[Sequence[str]], Any]
+#: How many merge records a SemanticMerge keeps.
+MAX_MERGES = 1000
+
 @functools.cache
 def _default_tokenizer() -> Tokenizer:
     return Tokenizer("o200k_base")
@@ -49,7 +53,8 @@ class SemanticMerge:
     embedder: Embedder | None = None
     name: str = "semantic_merge"
     cost: str = "free"
-    merges: list[Merge] = field(default_factory=list, init=False)
+    #: The most recent merges (at most :data:`MAX_MERGES`, oldest dropped first).
+    merges: deque[Merge] = field(default_factory=lambda: deque(maxlen=MAX_MERGES), init=False)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwindow.archive import PROVISIONAL_ID
 from ctxwindow.errors import CtxWindowError, InvalidArgumentError, InvalidTypeError
 from ctxwindow.messages import text_of
 from ctxwindow.strategies.base import CompactionState, Entry, Message, StrategyReport
@@ -42,32 +43,66 @@ class SummaryFailed(CtxWindowError):
 
 
 def call_summarizer(summarizer: Summarizer, system: str, user: str, timeout: float | None) -> str:
-    """Calls a sync or async summarizer with a timeout (seconds, None: no limit)."""
+    """Calls a sync summarizer with a timeout (seconds, None: no limit); raises
+    :class:`SummaryFailed` when it raises, times out or returns something other than a str.
 
-    def run() -> Any:
-        result = summarizer(system, user)
+    An async summarizer (one that returns an awaitable) is awaited only by the async methods
+    (``ContextWindow.aadd``, ``acompact``) on the caller's event loop, where its client lives;
+    from sync code it is a :class:`SummaryFailed` that says so (the cascade falls back)."""
+
+    def outcome(result: Any) -> str:
         if inspect.isawaitable(result):
-            async def bounded() -> Any:
-                return await asyncio.wait_for(result, timeout)
-            return asyncio.run(bounded())
+            if inspect.iscoroutine(result):
+                result.close()
+            raise SummaryFailed("the summarizer is async: call ContextWindow.aadd() / acompact() "
+                                "from async code to await it")
+        if not isinstance(result, str):
+            raise SummaryFailed(f"the summarizer returned {type(result).__name__}, not str")
         return result
 
     if timeout is None:
-        result = run()
-    else:
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwindow-summarizer")
         try:
-            result = pool.submit(run).result(timeout=timeout)
-        except concurrent.futures.TimeoutError:
-            raise SummaryFailed(f"the summarizer did not answer within {timeout} s") from None
-        except (TimeoutError, asyncio.TimeoutError):
-            raise SummaryFailed(f"the summarizer did not answer within {timeout} s") from None
+            return outcome(summarizer(system, user))
+        except SummaryFailed:
+            raise
         except Exception as error:
             raise SummaryFailed(f"the summarizer raised {type(error).__name__}: {error}") from error
-        finally:
-            pool.shutdown(wait=False)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwindow-summarizer")
+    try:
+        result = pool.submit(summarizer, system, user).result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        raise SummaryFailed(f"the summarizer did not answer within {timeout} s") from None
+    except Exception as error:
+        raise SummaryFailed(f"the summarizer raised {type(error).__name__}: {error}") from error
+    finally:
+        pool.shutdown(wait=False)
+    return outcome(result)
+
+
+async def await_summarizer(call: Callable[[], Any], timeout: float | None) -> Any:
+    """Runs one summarizer call for an async caller: an async summarizer is awaited on the
+    running loop (a timeout cancels it); a sync one runs in a worker thread so the loop is not
+    blocked. Returns the text, or the :class:`SummaryFailed` to raise when the plan is made
+    again."""
+    try:
+        if timeout is None:
+            result = await _start(call)
+        else:
+            result = await asyncio.wait_for(_start(call), timeout)
+    except (asyncio.TimeoutError, TimeoutError):
+        return SummaryFailed(f"the summarizer did not answer within {timeout} s")
+    except Exception as error:
+        return SummaryFailed(f"the summarizer raised {type(error).__name__}: {error}")
     if not isinstance(result, str):
-        raise SummaryFailed(f"the summarizer returned {type(result).__name__}, not str")
+        return SummaryFailed(f"the summarizer returned {type(result).__name__}, not str")
+    return result
+
+
+async def _start(call: Callable[[], Any]) -> Any:
+    # A sync summarizer runs in a thread; an async one returns an awaitable we await here.
+    result = call()
+    if inspect.isawaitable(result):
+        return await result
     return result
 
 
@@ -90,8 +125,7 @@ def render_transcript(entries: Sequence[Entry]) -> str:
 
 
 def _is_summary(entry: Entry) -> bool:
-    content = entry.message.get("content")
-    return entry.group < 0 and isinstance(content, str) and content.startswith(SUMMARY_HEADER)
+    return entry.kind == "summary"
 
 
 @dataclass
@@ -151,14 +185,14 @@ class Summarize:
                 f"{TRANSCRIPT_OPEN}\n{render_transcript(chosen)}\n{TRANSCRIPT_CLOSE}\n"
                 f"{TARGET_PREFIX} {target}\nWrite the updated summary.")
         try:
-            text = call_summarizer(self.summarizer, COMPACTION_SYSTEM_PROMPT, user, self.timeout).strip()
+            text = state.summarize(self.summarizer, COMPACTION_SYSTEM_PROMPT, user, self.timeout).strip()
         except SummaryFailed as error:
             self._fail(str(error))
         if not text:
             self._fail("the summarizer returned nothing")
         if not text.startswith(SUMMARY_HEADER):
             text = f"{SUMMARY_HEADER}\n{text}"
-        message: Message = {"role": "user", "content": text + "\n(originals: retrieval id ctx-000000)"}
+        message: Message = {"role": "user", "content": f"{text}\n(originals: retrieval id {PROVISIONAL_ID})"}
         tokens = state.count_message(message)
         if tokens >= replaced:
             self._fail(f"the summary ({tokens} tokens) is not shorter than what it replaces ({replaced})")
@@ -172,7 +206,7 @@ class Summarize:
         state.entries = [e for e in state.entries if e.seq not in replaced_seqs]
         state.evicted.extend(chosen)
         seq = min(e.seq for e in chosen)
-        state.entries.insert(0, Entry(message, tokens, seq, -seq, chosen[-1].turn))
+        state.entries.insert(0, Entry(message, tokens, seq, seq, chosen[-1].turn, kind="summary"))
         report.evicted = [e.original or e.message for e in chosen]
         report.touched = 1
         report.tokens_after = state.total()
@@ -212,7 +246,6 @@ class ProgressiveSummarize:
     summarizer: Summarizer = extractive
     name: str = "progressive_summarize"
     cost: str = "free"
-    _level: dict[int, int] = field(default_factory=dict, repr=False, init=False)
 
     def __post_init__(self) -> None:
         if len(self.levels) != 3 or not 0 < self.levels[0] < self.levels[1] < self.levels[2]:
@@ -223,12 +256,23 @@ class ProgressiveSummarize:
     def _level_of(self, age: int) -> int:
         return sum(1 for boundary in self.levels if age >= boundary)
 
-    def _render(self, entry: Entry, level: int) -> str:
+    @staticmethod
+    def _current_level(entry: Entry) -> int:
+        # The level is read from the message itself, so nothing is kept per message.
+        if entry.original is None:
+            return 0
+        content = entry.message.get("content")
+        for level, marker in ((3, "[Title] "), (2, "[One line] "), (1, "[Key points] ")):
+            if isinstance(content, str) and content.startswith(marker):
+                return level
+        return 0
+
+    def _render(self, state: CompactionState, entry: Entry, level: int) -> str:
         original = entry.original or entry.message
         text = text_of(original)
         if level == 1:
             user = f"{TRANSCRIPT_OPEN}\n{text}\n{TRANSCRIPT_CLOSE}\n{TARGET_PREFIX} {max(entry.tokens // 2, 16)}"
-            summary = call_summarizer(self.summarizer, COMPACTION_SYSTEM_PROMPT, user, 30.0)
+            summary = state.summarize(self.summarizer, COMPACTION_SYSTEM_PROMPT, user, 30.0)
             body = summary.removeprefix(SUMMARY_HEADER).strip()
             return f"[Key points] {body}" if body else f"[Key points] {' '.join(text.split())[:200]}"
         first_line = next((line.strip() for line in text.splitlines() if line.strip()), "")
@@ -238,16 +282,16 @@ class ProgressiveSummarize:
 
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())
-        for entry in state.entries:
+        for entry in list(state.entries):
             if state.is_protected(entry) or _is_summary(entry) or entry.message.get("tool_calls"):
                 continue
             if not isinstance((entry.original or entry.message).get("content"), str):
                 continue
             level = self._level_of(state.current_turn - entry.turn)
-            if level <= self._level.get(entry.seq, 0):
+            if level <= self._current_level(entry):
                 continue
             try:
-                content = self._render(entry, level)
+                content = self._render(state, entry, level)
             except Exception:  # a failing summary leaves this message as it is
                 logger.exception("ctxwindow: progressive summary of message %d failed", entry.seq)
                 continue
@@ -255,7 +299,6 @@ class ProgressiveSummarize:
             if state.count_message(candidate) < entry.tokens:
                 state.rewrite(entry, candidate)
                 report.touched += 1
-            self._level[entry.seq] = level
         report.tokens_after = state.total()
         return report
 

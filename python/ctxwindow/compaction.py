@@ -1,0 +1,201 @@
+"""Compaction as plan -> check -> apply.
+
+The strategies (built-in or custom) change a scratch :class:`CompactionState`; after each one the
+window's one checker (:func:`settle`) validates what it planned (the provider rules of
+:func:`~ctxwindow.messages.check_history`, protected messages present and unchanged) and a refused
+plan is undone. The last resort (drop the oldest whole groups) is one more plan through the same
+checker, then the budget is checked with the window's calibration, and only then does the
+conversation store apply the plan, in one step. Nothing before that changes the window.
+
+When the window has no strategies and no pinned messages and the newest user message lies in the
+protected tail, the plan is a cut at the front of the native FIFO, found in O(k) for k evicted
+entries and applied in O(k), so a turn costs the same whatever the length of the conversation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwindow.archive import MessageArchive, StagedArchive
+from ctxwindow.conversation import ConversationStore, settle_groups
+from ctxwindow.errors import ContextOverflowError
+from ctxwindow.messages import PLACEHOLDER_USER, Message, check_history
+from ctxwindow.strategies import Cascade, CompactionState, DropOldest, Entry, StrategyReport
+
+__all__ = ["CompactionResult", "Plan", "Limits", "plan_compaction", "apply_plan", "settle"]
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What a compaction did: the strategies that changed something (in order), the prompt
+    before and after, and the messages removed from the window (oldest first, as added)."""
+
+    applied: list[str]
+    tokens_before: int
+    tokens_after: int
+    evicted: list[Message]
+    reports: list[StrategyReport] = field(default_factory=list)
+    reason: str = "compact"
+    #: Key-fact retention of the window's text across this compaction (when measured).
+    fidelity: float | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The budget of one compaction, in counted tokens. ``overhead`` is everything that is not
+    conversation (reply priming, system prompt, context, notes, tools) plus the placeholder user
+    message the window may need; ``budget`` and ``target`` are prompt totals already divided by
+    the calibration, so a plan within ``budget`` is within the real budget once calibrated."""
+
+    overhead: int
+    budget: int
+    target: int
+    real_budget: int
+    calibration: float
+    preserve_recent: int
+
+    def needed(self, total: int) -> int:
+        """The calibrated size of a prompt of ``total`` counted tokens."""
+        return math.ceil(total * self.calibration)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked compaction, ready to apply: either a front cut of ``cut`` entries (``cut_tokens``
+    tokens) on the native FIFO, or the whole planned ``entries``."""
+
+    entries: tuple[Entry, ...] | None
+    cut: int
+    cut_tokens: int
+    evicted: tuple[Entry, ...]
+    reports: tuple[StrategyReport, ...]
+    next_seq: int
+    #: The originals the plan archives (retrieval id -> group), written when it is applied.
+    archived: dict[str, list[Message]] = field(default_factory=dict)
+
+
+def settle(state: CompactionState, protected: dict[int, Message]) -> list[str]:
+    """The one check of a planned window: groups are re-derived from the messages (results of a
+    dropped call leave with it), then what a provider would reject and any protected message
+    missing or changed. Returns the problems (empty: valid)."""
+    entries, orphans = settle_groups(state.entries)
+    state.entries = entries
+    state.evicted.extend(orphans)
+    messages = [e.message for e in entries]
+    if messages and messages[0].get("role") != "user":
+        messages.insert(0, PLACEHOLDER_USER)
+    problems = check_history(messages)
+    present = {e.seq: e.message for e in entries}
+    for seq, message in protected.items():
+        if present.get(seq) != message:
+            problems.append(f"protected message {seq} was {'changed' if seq in present else 'removed'}")
+    return problems
+
+
+def _overflow(needed: int, limits: Limits, what: str) -> ContextOverflowError:
+    return ContextOverflowError(needed, limits.real_budget, f"protected content ({what})")
+
+
+def plan_compaction(store: ConversationStore, cascade: Cascade, limits: Limits,
+                    count_message: Callable[[Message], int], archive: MessageArchive, *,
+                    answers: dict[Any, Any], awaiting: bool) -> Plan:
+    """Plans and checks a compaction towards ``limits.target``; raises
+    :class:`ContextOverflowError` when protected content alone exceeds the budget. Changes
+    nothing: the originals the plan archives are staged and written by :func:`apply_plan`."""
+    if not cascade.strategies and store.pinned == 0:
+        plan = _plan_front_cut(store, limits)
+        if plan is not None:
+            return plan
+    entries = store.entries()
+    groups = store.protected_groups(entries, limits.preserve_recent)
+    protected_tokens = limits.overhead + sum(e.tokens for e in entries if e.group in groups)
+    if protected_tokens > limits.budget:
+        raise _overflow(limits.needed(protected_tokens), limits,
+                        "system prompt, pinned, newest user and recent messages")
+    protected = {e.seq: e.message for e in entries if e.pinned or e.group in groups}
+    staged = StagedArchive(archive)
+    state = CompactionState(
+        entries=list(entries), count_message=count_message, overhead=limits.overhead,
+        budget=limits.budget, target=limits.target, archive=staged, current_turn=store.turn,
+        protected_groups=groups, answers=answers, awaiting=awaiting, next_seq=store.seq)
+
+    def check(planned: CompactionState) -> list[str]:
+        return settle(planned, protected)
+
+    reports = cascade.run(state, check)
+    if state.total() > state.target:
+        # The last resort keeps a conversation summary while anything else can go, and drops it
+        # only if the budget cannot be met otherwise.
+        summaries = {e.group for e in state.entries if e.kind == "summary"}
+        state.protected_groups |= summaries
+        reports.append(DropOldest().apply(state))
+        state.protected_groups -= summaries
+        if state.total() > state.budget:
+            reports.append(DropOldest().apply(state))
+    problems = check(state)
+    if problems:  # the last resort only removes whole groups: a refusal here is a bug
+        raise AssertionError(f"the last resort planned an invalid window: {'; '.join(problems)}")
+    if state.total() > state.budget:
+        raise _overflow(limits.needed(state.total()), limits, "after every strategy and the last resort")
+    evicted = tuple(sorted(state.evicted, key=lambda e: e.seq))
+    # Only what the planned window still refers to is archived (a refused strategy's groups are not).
+    text = "\n".join(str(e.message.get("content")) for e in state.entries)
+    archived = {key: group for key, group in staged.staged.items() if key in text}
+    return Plan(tuple(state.entries), 0, 0, evicted, tuple(reports), state.next_seq, archived)
+
+
+def _plan_front_cut(store: ConversationStore, limits: Limits) -> Plan | None:
+    """The last resort as a cut at the front, when the protected messages form a suffix of the
+    conversation (else None: the general path plans it)."""
+    count = len(store)
+    # The protected tail: the last preserve_recent messages, widened to whole groups.
+    tail_groups: set[int] = set()
+    index = count - 1
+    while index >= 0 and (count - 1 - index < limits.preserve_recent
+                          or store.entry(index).group in tail_groups):
+        tail_groups.add(store.entry(index).group)
+        index -= 1
+    tail_start = index + 1
+    messages = store.messages
+    if not any(m.get("role") == "user" for m in messages[tail_start:]) and any(
+            m.get("role") == "user" for m in messages[:tail_start]):
+        return None  # the newest user message lies before the tail
+    total = limits.overhead + store.tokens
+    cut = cut_tokens = 0
+    position = 0
+    while total - cut_tokens > limits.target and position < tail_start:
+        group_tokens = store.entry(position).tokens
+        end = position + 1
+        while end < tail_start and store.entry(end).role == "tool":
+            group_tokens += store.entry(end).tokens
+            end += 1
+        cut_tokens += group_tokens
+        position = cut = end
+    remaining = messages[cut:]
+    if remaining and remaining[0].get("role") != "user":
+        remaining = [PLACEHOLDER_USER, *remaining]
+    problems = check_history(remaining)
+    if problems:  # a cut at group boundaries of a valid history stays valid: a bug
+        raise AssertionError(f"the front cut planned an invalid window: {'; '.join(problems)}")
+    if total - cut_tokens > limits.budget:
+        raise _overflow(limits.needed(total - cut_tokens), limits, "newest user and recent messages")
+    evicted = tuple(store.entry(i) for i in range(cut))
+    return Plan(None, cut, cut_tokens, evicted, (), store.seq)
+
+
+def apply_plan(store: ConversationStore, plan: Plan, archive: MessageArchive) -> list[Entry]:
+    """Applies a checked plan: first the originals it archives (if the archive fails, the store
+    is unchanged; groups already written are content-addressed and harmless), then the store in
+    one step. Returns the evicted entries."""
+    staged = StagedArchive(archive)
+    for group in plan.archived.values():
+        staged.put(group)
+    staged.commit()
+    if plan.entries is None:
+        store.drop_front(plan.cut, plan.cut_tokens)
+    else:
+        store.replace(plan.entries, plan.next_seq)
+    return list(plan.evicted)

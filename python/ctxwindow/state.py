@@ -1,0 +1,73 @@
+"""The serialized state of a window, as carried by ``TaskCheckpoint.window_state``: the
+conversation (with pins, groups, summaries and the originals of rewritten messages), the pending
+tool-call group, notes, the in-memory archive, the system prompt, context, tool definitions,
+output reserve and calibration. JSON-compatible; token counts are not stored (a restoring window
+counts with its own tokenizer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ctxwindow.errors import InvalidArgumentError
+from ctxwindow.strategies.base import Entry
+
+__all__ = ["WindowState", "entry_to_dict", "entry_from_dict"]
+
+FORMAT = 2
+
+
+def entry_to_dict(entry: Entry) -> dict[str, Any]:
+    """One entry as JSON-compatible data."""
+    return {"message": entry.message, "seq": entry.seq, "group": entry.group, "turn": entry.turn,
+            "pinned": entry.pinned, "original": entry.original, "kind": entry.kind}
+
+
+def entry_from_dict(data: dict[str, Any], tokens: int) -> Entry:
+    """An entry from :func:`entry_to_dict` data, with its count."""
+    return Entry(data["message"], tokens, int(data["seq"]), int(data["group"]), int(data["turn"]),
+                 bool(data["pinned"]), data.get("original"), str(data.get("kind", "message")))
+
+
+@dataclass(frozen=True)
+class WindowState:
+    """A window's state, ready to serialize (:meth:`to_dict`) or restore."""
+
+    entries: list[dict[str, Any]]
+    pending: list[dict[str, Any]]
+    open_calls: list[str]
+    seq: int
+    turn: int
+    calibration: float
+    notes: list[dict[str, str]]
+    archive: dict[str, Any] | None
+    system: str | None
+    context: str | None
+    tools: list[dict[str, Any]] | None
+    reserve_output: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "entries": self.entries, "pending": self.pending,
+                "open_calls": self.open_calls, "seq": self.seq, "turn": self.turn,
+                "calibration": self.calibration, "notes": self.notes, "archive": self.archive,
+                "system": self.system, "context": self.context, "tools": self.tools,
+                "reserve_output": self.reserve_output}
+
+    @classmethod
+    def from_dict(cls, data: object, reserve_output: int) -> WindowState:
+        """Parses :meth:`to_dict` data (also of earlier versions, which had no tools or reserve:
+        ``reserve_output`` is then kept); :class:`InvalidArgumentError` when it is not a window
+        state."""
+        if not isinstance(data, dict) or "entries" not in data:
+            raise InvalidArgumentError("the checkpoint holds no window state (use ContextWindow.checkpoint)")
+        try:
+            return cls(
+                entries=list(data["entries"]), pending=list(data.get("pending", [])),
+                open_calls=[str(c) for c in data.get("open_calls", [])], seq=int(data["seq"]),
+                turn=int(data["turn"]), calibration=float(data.get("calibration", 1.0)),
+                notes=list(data.get("notes", [])), archive=data.get("archive"),
+                system=data.get("system"), context=data.get("context"), tools=data.get("tools"),
+                reserve_output=int(data.get("reserve_output", reserve_output)))
+        except (KeyError, TypeError, ValueError) as error:
+            raise InvalidArgumentError(f"the checkpoint's window state is malformed: {error}") from None
+
