@@ -16,7 +16,7 @@ FFI_LIB := target/release/libctxwindow.a
 C_TESTS := $(patsubst tests/c/%.c,tests/c/bin/%,$(wildcard tests/c/*.c))
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
 
-.PHONY: demo test build rust-test c-test py-test lint header bench clean
+.PHONY: demo test build rust-test c-test py-test lint header bench soak clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ lint: $(STAMP)
 	cargo clippy --release --workspace --all-targets --quiet -- -D warnings
 	$(BIN)/python -m mypy --strict python/ctxwindow tests benches
 	$(BIN)/python -m mypy.stubtest ctxwindow._native
+
+# The window's stateful Hypothesis machine for 100,000 steps (not part of `make test`).
+SOAK_STEPS ?= 100000
+soak: build
+	CTXWINDOW_SOAK_STEPS=$(SOAK_STEPS) $(BIN)/python -m pytest -q -p no:cacheprovider --hypothesis-show-statistics tests/test_window_machine.py
 
 # Regenerate the committed C header (the Rust test `header_is_current` fails when it drifts).
 header:

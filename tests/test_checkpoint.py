@@ -3,16 +3,23 @@ safety under SIGKILL, corrupt files, the resume prompt, and window checkpoint / 
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
+import logging
 import os
 import random
+import re
 import signal
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
-import uuid
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +31,13 @@ from ctxwindow import (
     CheckpointCorruptError,
     ContextWindow,
     InvalidArgumentError,
+    InvalidTypeError,
     StaleCheckpointError,
     Tokenizer,
 )
+from ctxwindow.archive import Archive, MessageArchive, retrieval_id
 from ctxwindow.checkpoint import (
+    SQL_SCHEMA_VERSION,
     FileCheckpointStore,
     SQLiteCheckpointStore,
     Subtask,
@@ -312,3 +322,407 @@ def test_save_and_load_latency(tmp_path: Path) -> None:
     checkpoint = TaskCheckpoint(goal="g", learnings=["x" * 100] * 20)
     store.save(checkpoint, "s")
     assert json.loads((tmp_path / "s" / "v00000001.json").read_text())["version"] == 1
+
+
+# --- corrupt versions: set aside, never a reason to refuse saves -----------------------------
+
+DAMAGES = [b'{"schema": "ctxwindow.checkpoint/1", "goal": "tru', b"", b"\x00\xff\xfe garbage \x89PNG",
+           b'{"schema": "something/else", "goal": "x"}', b"[1, 2, 3]"]
+
+
+def damage_version(store: Store, session: str, version: int, damage: bytes) -> None:
+    """Overwrites a stored version behind the store's back (a disk error, a bad copy, a person)."""
+    if isinstance(store, FileCheckpointStore):
+        (store.directory / session / f"v{version:08d}.json").write_bytes(damage)
+        return
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as connection:
+        changed = connection.execute("UPDATE checkpoints SET data = ? WHERE session_id = ? AND version = ?",
+                                     (damage, session, version)).rowcount
+    assert changed == 1
+
+
+def stored_documents(store: Store, session: str) -> dict[int, bytes]:
+    """The version documents the store reads (not those set aside), by version."""
+    if isinstance(store, FileCheckpointStore):
+        return {int(path.name[1:9]): path.read_bytes() for path in (store.directory / session).glob("v*.json")}
+    with contextlib.closing(sqlite3.connect(store.path)) as connection:
+        rows = connection.execute("SELECT version, data FROM checkpoints WHERE session_id = ?", (session,))
+        return {version: data if isinstance(data, bytes) else data.encode() for version, data in rows}
+
+
+def set_aside_versions(store: Store, session: str) -> list[int]:
+    if isinstance(store, FileCheckpointStore):
+        return sorted(int(path.name[1:9]) for path in (store.directory / session).glob("v*.json.corrupt"))
+    with contextlib.closing(sqlite3.connect(store.path)) as connection:
+        return [row[0] for row in connection.execute(
+            "SELECT version FROM corrupt_checkpoints WHERE session_id = ? ORDER BY version", (session,))]
+
+
+def make_store(kind: str, folder: Path, keep: int) -> Store:
+    if kind == "file":
+        return FileCheckpointStore(folder / "checkpoints", keep=keep)
+    return SQLiteCheckpointStore(folder / "checkpoints.db", keep=keep)
+
+
+def test_saves_succeed_after_load_fell_back_from_a_corrupt_newest_version(store: Store) -> None:
+    # Regression: both stores refused every save (StaleCheckpointError) once the newest version
+    # was corrupt and load had fallen back to the previous one.
+    checkpoint = TaskCheckpoint(goal="ship v2")
+    store.save(checkpoint, "s")
+    store.save(checkpoint, "s")
+    damage_version(store, "s", 2, b'{"schema": "ctxwindow.checkpoint/1", "goal": "tru')
+    loaded = store.load("s")
+    assert loaded is not None and loaded.version == 1
+    loaded.decisions.append("after the fallback")
+    assert store.save(loaded, "s") == 3  # never 2 again: that number was written once
+    again = store.load("s")
+    assert again is not None and again.version == 3 and again.decisions == ["after the fallback"]
+    assert store.save(again, "s") == 4
+
+
+def test_a_save_that_meets_a_corrupt_newest_version_sets_it_aside(store: Store) -> None:
+    checkpoint = TaskCheckpoint(goal="g")
+    store.save(checkpoint, "s")
+    store.save(checkpoint, "s")  # checkpoint.version == 2
+    damage_version(store, "s", 2, b"\x00\xff")
+    assert store.save(checkpoint, "s") == 3  # based on 2, newest good is 1: not stale
+    assert set_aside_versions(store, "s") == [2] and sorted(stored_documents(store, "s")) == [1, 3]
+
+
+def test_corrupt_newest_version_is_set_aside_reported_and_numbering_stays_monotonic(
+        store: Store, caplog: pytest.LogCaptureFixture) -> None:
+    checkpoint = TaskCheckpoint(goal="g")
+    for _ in range(3):
+        store.save(checkpoint, "s")
+    damage_version(store, "s", 3, b"[1, 2, 3]")
+    with caplog.at_level(logging.WARNING, logger="ctxwindow"):
+        loaded = store.load("s")
+    assert loaded is not None and loaded.version == 2
+    label = "v00000003.json" if isinstance(store, FileCheckpointStore) else "version 3"
+    reports = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(reports) == 1 and label in reports[0] and "corrupt" in reports[0]
+    assert label in store.warnings[-1]
+    assert set_aside_versions(store, "s") == [3] and sorted(stored_documents(store, "s")) == [1, 2]
+    if isinstance(store, FileCheckpointStore):
+        assert (store.directory / "s" / "v00000003.json.corrupt").read_bytes() == b"[1, 2, 3]"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ctxwindow"):
+        assert store.load("s") == loaded  # set aside: never read (nor reported) again
+    assert not caplog.records
+    versions = [store.save(loaded, "s") for _ in range(5)]
+    assert versions == [4, 5, 6, 7, 8]
+    # keep=3 prunes good versions, and the version set aside once it is older than all kept
+    assert sorted(stored_documents(store, "s")) == [6, 7, 8] and set_aside_versions(store, "s") == []
+
+
+def test_every_version_corrupt_raises_until_a_new_save(store: Store) -> None:
+    checkpoint = TaskCheckpoint(goal="g")
+    store.save(checkpoint, "s")
+    store.save(checkpoint, "s")
+    for version in (1, 2):
+        damage_version(store, "s", version, b"")
+    for _ in range(2):  # also once everything is set aside: never None for a session that had versions
+        with pytest.raises(CheckpointCorruptError, match="no good checkpoint"):
+            store.load("s")
+    assert set_aside_versions(store, "s") == [1, 2]
+    fresh = TaskCheckpoint(goal="start over")
+    assert store.save(fresh, "s") == 3
+    loaded = store.load("s")
+    assert loaded is not None and loaded.goal == "start over" and loaded.version == 3
+
+
+OPERATIONS = st.lists(st.sampled_from(["load", "load_and_save", "save_older", "corrupt_newest"]),
+                      min_size=1, max_size=20)
+
+
+@pytest.mark.parametrize("kind", ["file", "sqlite"])
+@given(operations=OPERATIONS, damage=st.sampled_from(DAMAGES))
+@settings(max_examples=60, deadline=None)
+def test_versioning_with_corrupt_versions_property(kind: str, operations: list[str], damage: bytes) -> None:
+    """Load returns the newest good version; saving the newest good checkpoint succeeds; saving
+    an older one raises StaleCheckpointError and writes nothing; versions strictly increase."""
+    keep = 3
+    with tempfile.TemporaryDirectory() as folder:
+        store = make_store(kind, Path(folder), keep)
+        good: list[int] = []  # the model: good versions the store holds, ascending
+        written: list[int] = []
+        held = [TaskCheckpoint(goal="fresh")]  # checkpoints obtained earlier, as they were then
+        for operation in operations:
+            newest = good[-1] if good else 0
+            if operation == "corrupt_newest":
+                if good:
+                    damage_version(store, "s", good.pop(), damage)
+            elif operation == "load" or (operation == "load_and_save" and written and not good):
+                if written and not good:
+                    with pytest.raises(CheckpointCorruptError):
+                        store.load("s")
+                else:
+                    loaded = store.load("s")
+                    assert (loaded.version if loaded else 0) == newest
+            elif operation == "load_and_save":
+                checkpoint = store.load("s") or TaskCheckpoint(goal="fresh")
+                assert checkpoint.version == newest
+                checkpoint.learnings.append(operation)
+                version = store.save(checkpoint, "s")
+                assert version > max(written, default=0) and checkpoint.version == version
+                written.append(version)
+                good = [*good, version][-keep:]
+                held.append(copy.deepcopy(checkpoint))
+            else:
+                older = [c for c in held if c.version < newest]
+                if not older:
+                    continue
+                stale = copy.deepcopy(older[-1])
+                before = {v: d for v, d in stored_documents(store, "s").items() if v in good}
+                with pytest.raises(StaleCheckpointError):
+                    store.save(stale, "s")
+                assert stale == older[-1]
+                assert {v: d for v, d in stored_documents(store, "s").items() if v in good} == before
+                assert max([*stored_documents(store, "s"), *set_aside_versions(store, "s")],
+                           default=0) <= max(written, default=0)
+        assert written == sorted(set(written))
+
+
+# --- SQLite schema, migration, concurrent first opens ----------------------------------------
+
+VERSION_1_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS checkpoints (session_id TEXT NOT NULL, version INTEGER NOT NULL, "
+    "saved_at REAL NOT NULL, data TEXT NOT NULL, PRIMARY KEY (session_id, version))",
+    "CREATE TABLE IF NOT EXISTS archive (retrieval_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
+    "position INTEGER NOT NULL, message TEXT NOT NULL, archived_at REAL NOT NULL)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS archive_text USING fts5(text, retrieval_id UNINDEXED, "
+    "session_id UNINDEXED)",
+]
+
+
+def tables(path: Path) -> set[str]:
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        return {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def user_version(path: Path) -> int:
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        version: int = connection.execute("PRAGMA user_version").fetchone()[0]
+        return version
+
+
+def test_sqlite_schema_version_is_user_version(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    SQLiteCheckpointStore(path)
+    assert user_version(path) == SQL_SCHEMA_VERSION == 2
+    assert "schema_version" not in tables(path) and "corrupt_checkpoints" in tables(path)
+    SQLiteCheckpointStore(path).save(TaskCheckpoint(goal="g"), "s")  # opening again changes nothing
+    assert user_version(path) == SQL_SCHEMA_VERSION
+
+
+def test_sqlite_refuses_a_newer_schema_and_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    SQLiteCheckpointStore(path).save(TaskCheckpoint(goal="g"), "s")
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        connection.execute(f"PRAGMA user_version = {SQL_SCHEMA_VERSION + 1}")
+    content = path.read_bytes()
+    with pytest.raises(CheckpointCorruptError, match="newer than this ctxwindow"):
+        SQLiteCheckpointStore(path)
+    assert path.read_bytes() == content and user_version(path) == SQL_SCHEMA_VERSION + 1
+
+
+def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    message = {"role": "tool", "tool_call_id": "c1", "content": "deployed to eu-west-1"}
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+        for statement in VERSION_1_SCHEMA:
+            connection.execute(statement)
+        connection.execute("INSERT INTO schema_version VALUES (1)")
+        old = TaskCheckpoint(goal="from version 1", version=1, saved_at=1.0)
+        connection.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?)", ("s", 1, 1.0, json.dumps(old.to_dict())))
+        connection.execute("INSERT INTO archive VALUES (?, ?, ?, ?, ?)", ("s:1", "s", 1, json.dumps(message), 1.0))
+        connection.execute("INSERT INTO archive_text VALUES (?, ?, ?)", (message["content"], "s:1", "s"))
+    assert user_version(path) == 0
+
+    store = SQLiteCheckpointStore(path)
+    assert user_version(path) == SQL_SCHEMA_VERSION and "schema_version" not in tables(path)
+    loaded = store.load("s")
+    assert loaded == old
+    assert store.save(loaded, "s") == 2
+    archive = store.session_archive("s")
+    group_id = retrieval_id([message])  # old rows are named by content, like every group since
+    assert store.get("s:1") == message and archive.get(group_id) == [message]
+    assert archive.search("eu-west-1") == [(group_id, [message])]
+    assert store.search("s", "deployed")[0][0] == "s:1"
+    assert store.archive("s", [{"role": "user", "content": "next"}]) == ["s:2"]  # numbering continues
+    assert SQLiteCheckpointStore(path).load("s") == loaded
+
+
+def test_sqlite_migrates_a_version_1_database_with_an_empty_version_table(tmp_path: Path) -> None:
+    # Version 1 created its tables one autocommit statement at a time: a crash could leave
+    # schema_version without its row (and some tables missing).
+    path = tmp_path / "half.db"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        for statement in VERSION_1_SCHEMA[:2]:
+            connection.execute(statement)
+    store = SQLiteCheckpointStore(path)
+    assert store.save(TaskCheckpoint(goal="g"), "s") == 1 and user_version(path) == SQL_SCHEMA_VERSION
+
+
+OPENER = textwrap.dedent("""
+    import sys
+    from ctxwindow.checkpoint import SQLiteCheckpointStore, TaskCheckpoint
+    folder, count, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    for index in range(count):
+        SQLiteCheckpointStore(f"{folder}/db{index}.db").save(TaskCheckpoint(goal="g"), name)
+""")
+
+
+def test_concurrent_first_opens_do_not_collide(tmp_path: Path) -> None:
+    processes = [subprocess.Popen([sys.executable, "-c", OPENER, str(tmp_path), "10", f"p{i}"],
+                                  stderr=subprocess.PIPE, text=True) for i in range(6)]
+    errors = [p.communicate(timeout=120)[1] for p in processes]
+    assert [p.returncode for p in processes] == [0] * 6, errors
+    for index in range(10):
+        path = tmp_path / f"db{index}.db"
+        assert user_version(path) == SQL_SCHEMA_VERSION
+        assert SQLiteCheckpointStore(path).sessions() == [f"p{i}" for i in range(6)]
+
+
+# --- the archive: index by session, the MessageArchive protocol -------------------------------
+
+
+class TracedStore(SQLiteCheckpointStore):
+    """Records every SQL statement the store runs (parameters expanded)."""
+
+    def __init__(self, path: Path) -> None:
+        self.statements: list[str] = []
+        super().__init__(path)
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        with super()._connect() as connection:
+            connection.set_trace_callback(self.statements.append)
+            yield connection
+
+
+def test_archive_session_lookups_use_an_index(tmp_path: Path) -> None:
+    store = TracedStore(tmp_path / "a.db")
+    for index in range(60):
+        store.archive(f"s{index % 3}", [{"role": "user", "content": f"note {index} about eu-west-1"}])
+    archive = store.session_archive("s1")
+    store.statements.clear()
+    group_id = archive.put([call("c1"), result("c1", "ok")])
+    assert archive.get(group_id) == [call("c1"), result("c1", "ok")]
+    assert archive.search("eu-west-1") and store.search("s1", "note")
+    queries = [s for s in store.statements if s.startswith("SELECT") and re.search(r"\barchive\b", s)]
+    assert len(queries) >= 4
+    plans = {}
+    with contextlib.closing(sqlite3.connect(tmp_path / "a.db")) as connection:
+        for query in queries:
+            plans[query] = [row[3] for row in connection.execute("EXPLAIN QUERY PLAN " + query)]
+    for query, plan in plans.items():
+        scans = [step for step in plan if re.match(r"SCAN (archive|a)\b", step)]
+        assert not scans, f"{query}: {plan}"
+    by_session = [p for q, p in plans.items() if "WHERE session_id" in q]
+    assert any("archive_by_session" in step for plan in by_session for step in plan)
+    assert any("archive_by_group" in step for plan in by_session for step in plan)
+
+
+def test_sqlite_session_archive_is_a_message_archive(tmp_path: Path) -> None:
+    store = SQLiteCheckpointStore(tmp_path / "a.db")
+    archive = store.session_archive("s")
+    assert isinstance(archive, MessageArchive)
+    group = [call("c1"), result("c1", "flight HAT100 costs 200 USD")]
+    group_id = archive.put(group)
+    assert group_id == retrieval_id(group) == Archive().put(group)  # the same id in every archive
+    assert archive.put(group) == group_id and len(store.search("s", "HAT100")) == 1  # stored once
+    other = store.session_archive("t").put([{"role": "user", "content": "HAT100 elsewhere"}])
+    assert archive.get(group_id) == group and archive.get("ctx-0000000000000000") is None
+    assert archive.get(other) is None  # each session archive resolves its own groups
+    assert archive.search("HAT100") == [(group_id, group)] and archive.search("nothing") == []
+    assert SQLiteCheckpointStore(tmp_path / "a.db").session_archive("s").get(group_id) == group
+
+
+def test_placeholder_ids_resolve_from_the_sqlite_archive_after_a_restart(tmp_path: Path) -> None:
+    store = SQLiteCheckpointStore(tmp_path / "w.db")
+    window = ContextWindow("gpt-4o", max_tokens=1400, preserve_recent=2,
+                           strategies=[Summarize(preserve_recent=3)], archive=store.session_archive("trip"))
+    for i in range(12):
+        window.add({"role": "user", "content": f"question {i} " + "details " * 30})
+        window.add(call(f"c{i}"))
+        window.add(result(f"c{i}", f"flight HAT{100 + i} costs {200 + i} USD " * 10))
+    ids = [m["content"].split("retrieval id ", 1)[1].split("]")[0].split(")")[0]
+           for m in window.messages() if isinstance(m.get("content"), str) and "retrieval id " in m["content"]]
+    assert ids
+    reopened = SQLiteCheckpointStore(tmp_path / "w.db").session_archive("trip")
+    for group_id in ids:
+        originals = window.retrieve(group_id)
+        assert originals and reopened.get(group_id) == originals
+
+
+def test_sqlite_archive_bad_input_raises_typed_errors_and_changes_nothing(tmp_path: Path) -> None:
+    store = SQLiteCheckpointStore(tmp_path / "a.db")
+    archive = store.session_archive("s")
+    archive.put([{"role": "user", "content": "kept"}])
+
+    def rows() -> list[Any]:
+        with contextlib.closing(sqlite3.connect(tmp_path / "a.db")) as connection:
+            return connection.execute("SELECT * FROM archive").fetchall()
+
+    before = rows()
+    with pytest.raises(InvalidArgumentError, match="non-empty"):
+        archive.put([])
+    with pytest.raises(InvalidTypeError, match="message dicts"):
+        archive.put([{"role": "user", "content": "a"}, "not a message"])  # type: ignore[list-item]
+    with pytest.raises(InvalidTypeError, match="JSON-serializable"):
+        archive.put([{"role": "user", "content": "a"}, {"role": "user", "content": object()}])
+    with pytest.raises(InvalidTypeError, match="message dicts"):
+        store.archive("s", [{"role": "user", "content": "a"}, 42])  # type: ignore[list-item]
+    with pytest.raises(InvalidArgumentError, match="query"):
+        archive.search("  ")
+    with pytest.raises(InvalidArgumentError, match="limit"):
+        archive.search("kept", limit=-1)
+    with pytest.raises(InvalidTypeError, match="retrieval id"):
+        archive.get(7)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="session_id"):
+        store.session_archive("../etc")
+    assert rows() == before
+    assert archive.search("!!!") == []
+
+
+def test_sqlite_store_bad_input_raises_typed_errors_and_changes_nothing(tmp_path: Path) -> None:
+    garbage = tmp_path / "not.db"
+    garbage.write_bytes(b"this is not a database, " * 100)
+    with pytest.raises(CheckpointCorruptError, match="not a checkpoint database"):
+        SQLiteCheckpointStore(garbage)
+    assert garbage.read_bytes() == b"this is not a database, " * 100
+    for kind in ("file", "sqlite"):
+        with pytest.raises(InvalidArgumentError, match="keep"):
+            make_store(kind, tmp_path, keep=0)
+
+
+# --- the module imports on Windows (no fcntl there) ------------------------------------------
+
+WITHOUT_FCNTL = textwrap.dedent("""
+    import errno, sys, types
+    sys.modules["fcntl"] = None  # as on Windows: importing it fails
+    import ctxwindow.checkpoint as checkpoint
+    calls = []
+
+    def locking(descriptor, mode, count):
+        calls.append(mode)
+        if len(calls) == 1:  # LK_LOCK gives up after 10 tries: the helper tries again
+            raise OSError(errno.EDEADLOCK, "Resource deadlock avoided")
+
+    sys.modules["msvcrt"] = types.SimpleNamespace(LK_LOCK=1, LK_UNLCK=0, locking=locking)
+    sys.platform = "win32"
+    store = checkpoint.FileCheckpointStore(sys.argv[1])
+    store.save(checkpoint.TaskCheckpoint(goal="g"), "s")
+    assert store.load("s").version == 1
+    print(calls)
+""")
+
+
+def test_module_imports_without_fcntl_and_locks_with_msvcrt(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", WITHOUT_FCNTL, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[1, 1, 0, 1, 0]"  # save: lock (retried), unlock; load: lock, unlock

@@ -1,9 +1,22 @@
 """Checkpoints that survive crashes: versioned task state, file and SQLite stores, an archive of
 evicted messages with full-text search, and the resume prompt.
 
-Optimistic concurrency: a checkpoint carries the version it was loaded at (0 when new). Saving
-stores that + 1 and updates the object; if the store already holds a newer version than the one
-the checkpoint was based on, :class:`StaleCheckpointError` and nothing is written.
+The versioning rule (one implementation, :func:`_next_version`, shared by the stores):
+
+- A checkpoint carries the version it was loaded at or last saved as (0 when new); saving
+  updates the object.
+- Staleness is judged against the newest *good* version: if the store holds a good version
+  newer than the one the checkpoint is based on, :class:`StaleCheckpointError` and nothing of
+  the checkpoint is written.
+- A corrupt version (a document that does not parse as a checkpoint of its number) is set aside
+  by the first load or save that meets it: the file store renames it ``v00000042.json.corrupt``,
+  the SQLite store moves the row to ``corrupt_checkpoints``. It is reported (a logged warning,
+  also kept in the store's ``warnings``), never read again, and never makes a save stale.
+- A number is never reused: the version written is ``max(based on, highest number the session
+  ever held, corrupt ones included) + 1``. Normally that is ``checkpoint.version + 1``; when
+  version N was corrupt and load fell back to N - 1, the next save writes N + 1.
+- ``load`` returns the newest good version, None for a session that never held one, and
+  :class:`CheckpointCorruptError` when every version it held is corrupt.
 
 >>> import tempfile
 >>> with tempfile.TemporaryDirectory() as folder:
@@ -15,24 +28,27 @@ the checkpoint was based on, :class:`StaleCheckpointError` and nothing is writte
 
 from __future__ import annotations
 
-import functools
 import contextlib
-import fcntl
+import errno
+import functools
 import json
 import logging
 import math
 import os
 import re
 import sqlite3
+import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ctxwindow._native import Tokenizer
+from ctxwindow.archive import archive_text, retrieval_id
 from ctxwindow.errors import CheckpointCorruptError, InvalidArgumentError, InvalidTypeError, StaleCheckpointError
 
 __all__ = [
@@ -41,6 +57,7 @@ __all__ = [
     "TaskCheckpoint",
     "FileCheckpointStore",
     "SQLiteCheckpointStore",
+    "SQLiteArchive",
     "StaleCheckpointError",
     "CheckpointCorruptError",
     "bootstrap_prompt",
@@ -51,6 +68,7 @@ logger = logging.getLogger("ctxwindow")
 SCHEMA = "ctxwindow.checkpoint/1"
 SUBTASK_STATUSES = ("planned", "in_progress", "done")
 _ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+Message = dict[str, Any]
 
 
 @dataclass
@@ -156,20 +174,120 @@ def _check_session(session_id: str) -> str:
     return session_id
 
 
-def _next_version(checkpoint: TaskCheckpoint, newest: int, session_id: str) -> tuple[int, float, str]:
-    """The optimistic-concurrency rule shared by the stores: the version to write (the
-    checkpoint's + 1), its time, and its JSON document; :class:`StaleCheckpointError` when the
-    store already holds a newer version than the checkpoint was based on."""
-    if newest > checkpoint.version:
+# --- the versioning rule, shared by the stores ---------------------------------------------
+
+
+def _parse(document: object, version: int) -> TaskCheckpoint:
+    """The checkpoint stored as ``version``; :class:`CheckpointCorruptError` for anything else
+    (not JSON, invalid UTF-8, another schema, an invalid checkpoint, another version number)."""
+    if not isinstance(document, (str, bytes)):  # a damaged SQLite row may hold any type
+        raise CheckpointCorruptError(f"holds a {type(document).__name__}, not a JSON document")
+    try:
+        data = json.loads(document)
+    except (ValueError, RecursionError) as error:
+        raise CheckpointCorruptError(f"not a JSON document: {error}") from None
+    checkpoint = TaskCheckpoint.from_dict(data)
+    if checkpoint.version != version:
+        raise CheckpointCorruptError(f"holds version {checkpoint.version}")
+    return checkpoint
+
+
+def _report(warnings: deque[str], message: str) -> None:
+    logger.warning("ctxwindow: %s", message)
+    warnings.append(message)
+
+
+def _newest_good(session_id: str,
+                 candidates: Iterable[tuple[int, str, Callable[[], TaskCheckpoint | None]]],
+                 set_aside: Callable[[int, str], str], warnings: deque[str]) -> TaskCheckpoint | None:
+    """The first candidate ``(version, label, read)``, newest first, that reads as a good
+    checkpoint, or None. Every corrupt candidate before it is set aside (``set_aside(version,
+    reason)`` returns where it went) and reported: a logged warning, also kept in ``warnings``.
+    ``read`` returns None for a version that vanished (pruned by a concurrent save)."""
+    for version, label, read in candidates:
+        try:
+            checkpoint = read()
+        except CheckpointCorruptError as error:
+            where = set_aside(version, str(error))
+            _report(warnings, f"checkpoint {label} of session {session_id!r} is corrupt ({error}); {where}")
+            continue
+        if checkpoint is not None:
+            return checkpoint
+    return None
+
+
+def _loaded(session_id: str, checkpoint: TaskCheckpoint | None, set_aside: int) -> TaskCheckpoint | None:
+    """What ``load`` returns: None only for a session that never held a version."""
+    if checkpoint is None and set_aside:
+        raise CheckpointCorruptError(
+            f"no good checkpoint in session {session_id!r}: its {set_aside} stored version(s) are corrupt "
+            "and set aside")
+    return checkpoint
+
+
+def _next_version(checkpoint: TaskCheckpoint, newest_good: int, highest: int,
+                  session_id: str) -> tuple[int, float, str]:
+    """The versioning rule (see the module docstring): the version to write, its time and its
+    JSON document. ``newest_good`` is the session's newest good version (0 for none), ``highest``
+    the highest number it ever held, corrupt versions set aside included (0 for none).
+
+    :class:`StaleCheckpointError` when ``newest_good`` is newer than the version the checkpoint
+    is based on; otherwise the version is ``max(checkpoint.version, highest) + 1``, so a number
+    is never reused, not even one whose document turned out corrupt."""
+    if newest_good > checkpoint.version:
         raise StaleCheckpointError(
-            f"session {session_id!r} holds version {newest}, newer than version "
+            f"session {session_id!r} holds version {newest_good}, newer than version "
             f"{checkpoint.version} this checkpoint is based on; load it and retry")
-    version, saved_at = checkpoint.version + 1, time.time()
+    version, saved_at = max(checkpoint.version, highest) + 1, time.time()
     document = json.dumps({**checkpoint.to_dict(), "version": version, "saved_at": saved_at}, ensure_ascii=False)
     return version, saved_at, document
 
 
+def _retained_from(good_versions: Sequence[int], keep: int) -> int:
+    """The oldest version kept when the stores prune after a save: the ``keep`` newest good
+    versions stay, and every version below the oldest of them (good or set aside) goes. Versions
+    set aside that are newer stay, so the highest number ever written is never forgotten."""
+    return sorted(good_versions)[-keep] if len(good_versions) >= keep else 0
+
+
+# --- the file store ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _exclusive_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on the file ``path`` across processes: ``fcntl.flock`` on POSIX,
+    ``msvcrt.locking`` of its first byte on Windows. Imported here, not at module level, so the
+    module imports on every platform."""
+    with open(path, "a+b") as file:
+        if sys.platform == "win32":
+            import msvcrt
+
+            file.seek(0)
+            while True:
+                try:
+                    msvcrt.locking(file.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError as error:  # LK_LOCK gives up after 10 tries a second apart
+                    if error.errno != errno.EDEADLOCK:
+                        raise
+            try:
+                yield
+            finally:
+                file.seek(0)
+                msvcrt.locking(file.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(file, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(file, fcntl.LOCK_UN)
+
+
 def _fsync_dir(path: Path) -> None:
+    if sys.platform == "win32":
+        return  # a folder cannot be opened to fsync it on Windows; NTFS journals the rename
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)
@@ -193,20 +311,28 @@ def _atomic_write(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+_VERSION_FILE = re.compile(r"^v(\d+)\.json(\.corrupt)?$")
+
+
+def _version_file(version: int) -> str:
+    return f"v{version:08d}.json"
+
+
 class FileCheckpointStore:
     """Checkpoints as files: ``DIRECTORY/SESSION/v00000042.json`` (for machines) and
-    ``progress.md`` (for people), written atomically; the last ``keep`` versions are kept. A
-    corrupt or truncated file is detected and the newest good version is loaded instead (a
-    warning is logged and kept in ``warnings``). Safe across threads and processes (a lock file
-    per session)."""
+    ``progress.md`` (for people), written atomically; the last ``keep`` good versions are kept.
+    A corrupt or truncated version file is renamed ``v00000042.json.corrupt`` (never read again)
+    and reported (a logged warning, also kept in ``warnings``, the last 100); the newest good
+    version is loaded instead and the next save succeeds (see the module docstring). Safe across
+    threads and processes (a lock file per session)."""
 
     def __init__(self, directory: str | os.PathLike[str], keep: int = 5) -> None:
-        if keep < 1:
-            raise InvalidArgumentError(f"keep must be >= 1, got {keep}")
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise InvalidArgumentError(f"keep must be an int >= 1, got {keep!r}")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.keep = keep
-        self.warnings: list[str] = []
+        self.warnings: deque[str] = deque(maxlen=100)
         self._lock = threading.Lock()
 
     def _session(self, session_id: str) -> Path:
@@ -216,115 +342,167 @@ class FileCheckpointStore:
 
     @contextlib.contextmanager
     def _locked(self, folder: Path) -> Iterator[None]:
-        with self._lock, open(folder / ".lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with self._lock, _exclusive_lock(folder / ".lock"):
+            yield
 
     @staticmethod
-    def _versions(folder: Path) -> list[int]:
-        found = []
-        for path in folder.glob("v*.json"):
-            with contextlib.suppress(ValueError):
-                found.append(int(path.stem[1:]))
-        return sorted(found)
+    def _listing(folder: Path) -> tuple[list[int], list[int]]:
+        """The session's stored versions and its versions set aside as corrupt, ascending."""
+        stored: list[int] = []
+        set_aside: list[int] = []
+        for path in folder.iterdir():
+            match = _VERSION_FILE.match(path.name)
+            if match:
+                (set_aside if match[2] else stored).append(int(match[1]))
+        return sorted(stored), sorted(set_aside)
 
-    def save(self, checkpoint: TaskCheckpoint, session_id: str = "default") -> int:
-        """Stores ``checkpoint`` as version ``checkpoint.version + 1``; returns it."""
-        checkpoint.validate()
-        folder = self._session(session_id)
-        with self._locked(folder):
-            versions = self._versions(folder)
-            version, saved_at, document = _next_version(checkpoint, versions[-1] if versions else 0, session_id)
-            _atomic_write(folder / f"v{version:08d}.json", document.encode())
-            checkpoint.version, checkpoint.saved_at = version, saved_at
-            _atomic_write(folder / "progress.md", checkpoint.to_markdown().encode())
-            for old in versions[: max(len(versions) + 1 - self.keep, 0)]:
-                with contextlib.suppress(FileNotFoundError):
-                    (folder / f"v{old:08d}.json").unlink()
-        return version
-
-    def load(self, session_id: str = "default") -> TaskCheckpoint | None:
-        """The newest good checkpoint of the session, or None if it has none. Corrupt versions
-        are skipped with a warning; :class:`CheckpointCorruptError` if every version is corrupt."""
-        folder = self.directory / _check_session(session_id)
-        if not folder.is_dir():
-            return None
+    def _find_newest_good(self, folder: Path, session_id: str) -> TaskCheckpoint | None:
+        """The newest good version; corrupt newer ones are set aside (call with the lock held)."""
         def reader(version: int) -> Callable[[], TaskCheckpoint | None]:
             def read() -> TaskCheckpoint | None:
                 try:
-                    checkpoint = TaskCheckpoint.from_dict(json.loads((folder / f"v{version:08d}.json").read_bytes()))
-                except FileNotFoundError:  # pruned by a concurrent save
+                    document = (folder / _version_file(version)).read_bytes()
+                except FileNotFoundError:
                     return None
-                if checkpoint.version != version:
-                    raise CheckpointCorruptError(f"holds version {checkpoint.version}")
-                return checkpoint
+                return _parse(document, version)
             return read
 
-        versions = reversed(self._versions(folder))
-        return _newest_good(session_id, ((f"v{v:08d}.json", reader(v)) for v in versions), self.warnings)
+        def set_aside(version: int, reason: str) -> str:
+            name = _version_file(version)
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(folder / name, folder / f"{name}.corrupt")
+            return f"moved aside to {name}.corrupt"
+
+        stored, _ = self._listing(folder)
+        candidates = ((v, _version_file(v), reader(v)) for v in reversed(stored))
+        return _newest_good(session_id, candidates, set_aside, self.warnings)
+
+    def save(self, checkpoint: TaskCheckpoint, session_id: str = "default") -> int:
+        """Stores ``checkpoint`` as its next version (``checkpoint.version + 1`` unless a newer
+        number was set aside as corrupt); returns it and updates ``checkpoint``.
+        :class:`StaleCheckpointError` (nothing written) when the newest good version is newer
+        than the one ``checkpoint`` is based on."""
+        checkpoint.validate()
+        folder = self._session(session_id)
+        with self._locked(folder):
+            newest = self._find_newest_good(folder, session_id)
+            stored, set_aside = self._listing(folder)
+            version, saved_at, document = _next_version(
+                checkpoint, newest.version if newest else 0, max(stored + set_aside, default=0), session_id)
+            _atomic_write(folder / _version_file(version), document.encode())
+            checkpoint.version, checkpoint.saved_at = version, saved_at
+            _atomic_write(folder / "progress.md", checkpoint.to_markdown().encode())
+            retained = _retained_from([*stored, version], self.keep)
+            for old in [_version_file(v) for v in stored if v < retained] + [
+                    f"{_version_file(v)}.corrupt" for v in set_aside if v < retained]:
+                with contextlib.suppress(FileNotFoundError):
+                    (folder / old).unlink()
+        return version
+
+    def load(self, session_id: str = "default") -> TaskCheckpoint | None:
+        """The newest good checkpoint of the session, or None if it never had one. Corrupt
+        versions are set aside and reported; :class:`CheckpointCorruptError` if no good one is
+        left."""
+        folder = self.directory / _check_session(session_id)
+        if not folder.is_dir():
+            return None
+        with self._locked(folder):
+            checkpoint = self._find_newest_good(folder, session_id)
+            return _loaded(session_id, checkpoint, len(self._listing(folder)[1]))
 
 
-def _newest_good(session_id: str, candidates: Iterable[tuple[str, Callable[[], TaskCheckpoint | None]]],
-                 warnings: list[str]) -> TaskCheckpoint | None:
-    """The first candidate (newest first) that reads as a good checkpoint; the bad ones before it
-    are logged and added to ``warnings``; :class:`CheckpointCorruptError` if none is good."""
-    problems = []
-    for label, read in candidates:
-        try:
-            checkpoint = read()
-        except (ValueError, UnicodeDecodeError, CheckpointCorruptError) as error:
-            problems.append(f"{label}: {error}")
-            continue
-        if checkpoint is None:
-            continue
-        for problem in problems:
-            message = f"checkpoint {problem}; loaded version {checkpoint.version} instead"
-            logger.warning("ctxwindow: %s", message)
-            warnings.append(message)
-        return checkpoint
-    if problems:
-        raise CheckpointCorruptError(f"no good checkpoint in session {session_id!r}: {'; '.join(problems)}")
-    return None
+# --- the SQLite store ----------------------------------------------------------------------
+
+def _name_version_1_groups(connection: sqlite3.Connection) -> None:
+    """Version 1 archived each message alone under ``SESSION:N``; name each such group by its
+    content (:func:`ctxwindow.archive.retrieval_id`) like every group archived since. The
+    ``SESSION:N`` ids keep resolving through :meth:`SQLiteCheckpointStore.get`."""
+    rows = connection.execute("SELECT retrieval_id, message FROM archive").fetchall()
+    for row_id, message in rows:
+        with contextlib.suppress(ValueError, TypeError, RecursionError):  # unreadable: keeps its row id
+            connection.execute("UPDATE archive SET group_id = ? WHERE retrieval_id = ?",
+                               (retrieval_id([json.loads(message)]), row_id))
 
 
-_SQL_SCHEMA = [
-    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS checkpoints (session_id TEXT NOT NULL, version INTEGER NOT NULL, "
-    "saved_at REAL NOT NULL, data TEXT NOT NULL, PRIMARY KEY (session_id, version))",
-    "CREATE TABLE IF NOT EXISTS archive (retrieval_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
-    "position INTEGER NOT NULL, message TEXT NOT NULL, archived_at REAL NOT NULL)",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS archive_text USING fts5(text, retrieval_id UNINDEXED, "
-    "session_id UNINDEXED)",
-]
-SQL_SCHEMA_VERSION = 1
+#: Migrations of the SQLite schema: entry ``n`` takes a database from version ``n`` to ``n + 1``.
+#: The version lives in ``PRAGMA user_version`` (version 1 kept it in a ``schema_version`` table).
+_MIGRATIONS: tuple[tuple[str | Callable[[sqlite3.Connection], None], ...], ...] = (
+    (  # 0 -> 1; IF NOT EXISTS: version 1 created its tables one autocommit statement at a time
+        "CREATE TABLE IF NOT EXISTS checkpoints (session_id TEXT NOT NULL, version INTEGER NOT NULL, "
+        "saved_at REAL NOT NULL, data TEXT NOT NULL, PRIMARY KEY (session_id, version))",
+        "CREATE TABLE IF NOT EXISTS archive (retrieval_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, "
+        "position INTEGER NOT NULL, message TEXT NOT NULL, archived_at REAL NOT NULL)",
+        "CREATE VIRTUAL TABLE IF NOT EXISTS archive_text USING fts5(text, retrieval_id UNINDEXED, "
+        "session_id UNINDEXED)",
+    ),
+    (  # 1 -> 2: corrupt versions set aside, archive groups, indexes by session, user_version
+        "CREATE TABLE corrupt_checkpoints (session_id TEXT NOT NULL, version INTEGER NOT NULL, "
+        "saved_at, data, reason TEXT NOT NULL, found_at REAL NOT NULL, PRIMARY KEY (session_id, version))",
+        "ALTER TABLE archive ADD COLUMN group_id TEXT",
+        "UPDATE archive SET group_id = retrieval_id",
+        _name_version_1_groups,
+        "CREATE INDEX archive_by_session ON archive (session_id, position)",
+        "CREATE INDEX archive_by_group ON archive (session_id, group_id, position)",
+        "DROP TABLE IF EXISTS schema_version",
+    ),
+)
+SQL_SCHEMA_VERSION = len(_MIGRATIONS)
+_SET_ASIDE = "moved to table corrupt_checkpoints"
 
 
 class SQLiteCheckpointStore:
     """Checkpoints of many sessions in one SQLite file (WAL), with the same versioning rules
     (the version check and the write are one transaction, so concurrent writers in threads or
-    processes never lose an update), and the archive of evicted messages with full-text search
-    (FTS5). A ``schema_version`` table allows future migrations."""
+    processes never lose an update; a corrupt row is moved to ``corrupt_checkpoints``), and the
+    archive of evicted messages with full-text search (FTS5), indexed by session.
+
+    The schema version is ``PRAGMA user_version``; opening migrates an older database (also one
+    of version 1, which kept it in a ``schema_version`` table) in one ``BEGIN IMMEDIATE``
+    transaction, so processes opening a new file at once do not collide."""
 
     def __init__(self, path: str | os.PathLike[str], keep: int = 20, timeout: float = 30.0) -> None:
-        if keep < 1:
-            raise InvalidArgumentError(f"keep must be >= 1, got {keep}")
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise InvalidArgumentError(f"keep must be an int >= 1, got {keep!r}")
         self.path = str(path)
         self.keep = keep
         self.timeout = timeout
-        self.warnings: list[str] = []
-        with self._connect() as connection:
-            connection.execute("PRAGMA journal_mode=WAL")
-            for statement in _SQL_SCHEMA:
-                connection.execute(statement)
-            row = connection.execute("SELECT version FROM schema_version").fetchone()
-            if row is None:
-                connection.execute("INSERT INTO schema_version VALUES (?)", (SQL_SCHEMA_VERSION,))
-            elif row[0] > SQL_SCHEMA_VERSION:
+        self.warnings: deque[str] = deque(maxlen=100)
+        try:
+            with self._connect() as connection:
+                self._migrate(connection)
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as error:  # "file is not a database" and the like
+            raise CheckpointCorruptError(f"{self.path} is not a checkpoint database: {error}") from None
+
+    @staticmethod
+    def _schema_version(connection: sqlite3.Connection) -> int:
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        if version == 0 and connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone():
+            version = int(connection.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0])
+        return version
+
+    def _migrate(self, connection: sqlite3.Connection) -> None:
+        def check(version: int) -> int:
+            if version > SQL_SCHEMA_VERSION:
                 raise CheckpointCorruptError(
-                    f"{self.path} has schema version {row[0]}, newer than this ctxwindow ({SQL_SCHEMA_VERSION})")
+                    f"{self.path} has schema version {version}, newer than this ctxwindow ({SQL_SCHEMA_VERSION})")
+            return version
+
+        if check(self._schema_version(connection)) == SQL_SCHEMA_VERSION:
+            return
+        if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            connection.execute("PRAGMA journal_mode=WAL")  # persistent; not allowed in a transaction
+        with _transaction(connection, "BEGIN IMMEDIATE"):
+            # Read again under the write lock: another process may have migrated meanwhile.
+            for steps in _MIGRATIONS[check(self._schema_version(connection)):]:
+                for step in steps:
+                    if isinstance(step, str):
+                        connection.execute(step)
+                    else:
+                        step(connection)
+            connection.execute(f"PRAGMA user_version = {SQL_SCHEMA_VERSION}")
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -335,39 +513,79 @@ class SQLiteCheckpointStore:
         finally:
             connection.close()
 
+    def _find_newest_good(self, connection: sqlite3.Connection, session_id: str,
+                          set_aside: Callable[[int, str], str]) -> TaskCheckpoint | None:
+        def reader(version: int) -> Callable[[], TaskCheckpoint | None]:
+            def read() -> TaskCheckpoint | None:
+                row = connection.execute("SELECT data FROM checkpoints WHERE session_id = ? AND version = ?",
+                                         (session_id, version)).fetchone()
+                return None if row is None else _parse(row[0], version)
+            return read
+
+        versions = [row[0] for row in connection.execute(
+            "SELECT version FROM checkpoints WHERE session_id = ? ORDER BY version DESC", (session_id,))]
+        return _newest_good(session_id, ((v, f"version {v}", reader(v)) for v in versions), set_aside,
+                            self.warnings)
+
+    @staticmethod
+    def _set_aside(connection: sqlite3.Connection, session_id: str, version: int, reason: str) -> str:
+        connection.execute(
+            "INSERT OR REPLACE INTO corrupt_checkpoints SELECT session_id, version, saved_at, data, ?, ? "
+            "FROM checkpoints WHERE session_id = ? AND version = ?", (reason, time.time(), session_id, version))
+        connection.execute("DELETE FROM checkpoints WHERE session_id = ? AND version = ?", (session_id, version))
+        return _SET_ASIDE
+
     def save(self, checkpoint: TaskCheckpoint, session_id: str = "default") -> int:
-        """Stores ``checkpoint`` as version ``checkpoint.version + 1``; returns it."""
+        """Stores ``checkpoint`` as its next version (``checkpoint.version + 1`` unless a newer
+        number was set aside as corrupt); returns it and updates ``checkpoint``.
+        :class:`StaleCheckpointError` (nothing written) when the newest good version is newer
+        than the one ``checkpoint`` is based on."""
         checkpoint.validate()
         _check_session(session_id)
-        with self._connect() as connection:
-            connection.execute("BEGIN IMMEDIATE")
+        with self._connect() as connection, _transaction(connection, "BEGIN IMMEDIATE"):
+            newest = self._find_newest_good(
+                connection, session_id, functools.partial(self._set_aside, connection, session_id))
+            highest = connection.execute(
+                "SELECT MAX(COALESCE((SELECT MAX(version) FROM checkpoints WHERE session_id = ?), 0), "
+                "COALESCE((SELECT MAX(version) FROM corrupt_checkpoints WHERE session_id = ?), 0))",
+                (session_id, session_id)).fetchone()[0]
             try:
-                newest = connection.execute(
-                    "SELECT COALESCE(MAX(version), 0) FROM checkpoints WHERE session_id = ?",
-                    (session_id,)).fetchone()[0]
-                version, saved_at, document = _next_version(checkpoint, newest, session_id)
-                connection.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?)",
-                                   (session_id, version, saved_at, document))
-                connection.execute("DELETE FROM checkpoints WHERE session_id = ? AND version <= ?",
-                                   (session_id, version - self.keep))
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.execute("ROLLBACK")
+                version, saved_at, document = _next_version(
+                    checkpoint, newest.version if newest else 0, highest, session_id)
+            except StaleCheckpointError:
+                connection.execute("COMMIT")  # corrupt rows met stay set aside; this checkpoint is not written
                 raise
+            connection.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?)", (session_id, version, saved_at, document))
+            kept = [row[0] for row in connection.execute(
+                "SELECT version FROM checkpoints WHERE session_id = ? ORDER BY version DESC LIMIT ?",
+                (session_id, self.keep))]
+            retained = _retained_from(kept, self.keep)
+            for table in ("checkpoints", "corrupt_checkpoints"):
+                connection.execute(f"DELETE FROM {table} WHERE session_id = ? AND version < ?", (session_id, retained))
         checkpoint.version, checkpoint.saved_at = version, saved_at
         return version
 
     def load(self, session_id: str = "default") -> TaskCheckpoint | None:
-        """The newest good checkpoint of the session (corrupt rows skipped with a warning)."""
+        """The newest good checkpoint of the session, or None if it never had one. Corrupt
+        rows are moved to ``corrupt_checkpoints`` and reported; :class:`CheckpointCorruptError`
+        if no good one is left."""
         _check_session(session_id)
-        with self._connect() as connection:
-            rows = connection.execute(
-                "SELECT version, data FROM checkpoints WHERE session_id = ? ORDER BY version DESC",
-                (session_id,)).fetchall()
-        def reader(data: str) -> Callable[[], TaskCheckpoint | None]:
-            return lambda: TaskCheckpoint.from_dict(json.loads(data))
+        found: list[tuple[int, str]] = []
 
-        return _newest_good(session_id, ((f"version {v}", reader(d)) for v, d in rows), self.warnings)
+        def set_aside_later(version: int, reason: str) -> str:
+            found.append((version, reason))
+            return _SET_ASIDE
+
+        with self._connect() as connection:
+            with _transaction(connection, "BEGIN"):  # one snapshot: concurrent saves may prune
+                checkpoint = self._find_newest_good(connection, session_id, set_aside_later)
+                set_aside = connection.execute("SELECT COUNT(*) FROM corrupt_checkpoints WHERE session_id = ?",
+                                               (session_id,)).fetchone()[0]
+            if found:  # readers take no write lock unless they found something to set aside
+                with _transaction(connection, "BEGIN IMMEDIATE"):
+                    for version, reason in found:
+                        self._set_aside(connection, session_id, version, reason)
+        return _loaded(session_id, checkpoint, set_aside + len(found))
 
     def sessions(self) -> list[str]:
         """The sessions with checkpoints."""
@@ -377,66 +595,157 @@ class SQLiteCheckpointStore:
 
     # --- the archive of evicted messages --------------------------------------------------
 
-    def archive(self, session_id: str, messages: Sequence[dict[str, Any]]) -> list[str]:
-        """Stores messages (evicted from a window); returns one retrieval id per message."""
+    def session_archive(self, session_id: str) -> SQLiteArchive:
+        """The archive of one session as a :class:`~ctxwindow.archive.MessageArchive`: give it
+        to a window (``ContextWindow(..., archive=store.session_archive("s"))``) and the
+        retrieval ids of its placeholders resolve from this database, also after a restart."""
+        return SQLiteArchive(self, session_id)
+
+    def _put_groups(self, session_id: str, groups: Sequence[Sequence[Message]]) -> list[tuple[str, str]]:
+        """Stores the groups in one transaction; returns for each its retrieval id
+        (:func:`ctxwindow.archive.retrieval_id`) and the id of its first message row,
+        ``f"{session_id}:{position}"``. A group the session holds already is not stored again."""
         _check_session(session_id)
-        ids = []
-        with self._connect() as connection:
-            connection.execute("BEGIN IMMEDIATE")
+        documents = []
+        for group in groups:
+            if not all(isinstance(m, dict) for m in group):
+                raise InvalidTypeError("an archive stores message dicts")
             try:
-                start = connection.execute("SELECT COUNT(*) FROM archive WHERE session_id = ?",
-                                           (session_id,)).fetchone()[0]
-                for offset, message in enumerate(messages):
-                    retrieval_id = f"{session_id}:{start + offset + 1}"
-                    text = _message_text(message)
-                    connection.execute("INSERT INTO archive VALUES (?, ?, ?, ?, ?)",
-                                       (retrieval_id, session_id, start + offset + 1,
-                                        json.dumps(message, ensure_ascii=False), time.time()))
-                    connection.execute("INSERT INTO archive_text VALUES (?, ?, ?)", (text, retrieval_id, session_id))
-                    ids.append(retrieval_id)
-                connection.execute("COMMIT")
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
+                documents.append([json.dumps(m, ensure_ascii=False) for m in group])
+            except (TypeError, ValueError) as error:
+                raise InvalidTypeError(f"an archived message must be JSON-serializable: {error}") from None
+        ids = []
+        with self._connect() as connection, _transaction(connection, "BEGIN IMMEDIATE"):
+            position = connection.execute("SELECT COALESCE(MAX(position), 0) FROM archive WHERE session_id = ?",
+                                          (session_id,)).fetchone()[0]
+            for group, group_documents in zip(groups, documents):
+                group_id = retrieval_id(group)
+                stored = connection.execute(
+                    "SELECT retrieval_id FROM archive WHERE session_id = ? AND group_id = ? ORDER BY position LIMIT 1",
+                    (session_id, group_id)).fetchone()
+                if stored is not None:
+                    ids.append((group_id, stored[0]))
+                    continue
+                ids.append((group_id, f"{session_id}:{position + 1}"))
+                for message, document in zip(group, group_documents):
+                    position += 1
+                    row_id = f"{session_id}:{position}"
+                    connection.execute(
+                        "INSERT INTO archive (retrieval_id, session_id, position, message, archived_at, group_id) "
+                        "VALUES (?, ?, ?, ?, ?, ?)", (row_id, session_id, position, document, time.time(), group_id))
+                    connection.execute("INSERT INTO archive_text VALUES (?, ?, ?)",
+                                       (archive_text(message), row_id, session_id))
         return ids
 
-    def get(self, retrieval_id: str) -> dict[str, Any] | None:
-        """The archived message with that id, or None."""
+    def _get_group(self, session_id: str, group_id: str) -> list[Message] | None:
+        if not isinstance(group_id, str):
+            raise InvalidTypeError(f"a retrieval id is a str, got {type(group_id).__name__}")
+        with self._connect() as connection:
+            return _group(connection, session_id, group_id)
+
+    def _search_groups(self, session_id: str, query: str, limit: int) -> list[tuple[str, list[Message]]]:
+        expression = _match_expression(query, limit, " OR ")
+        if not expression:
+            return []
+        with self._connect() as connection:
+            group_ids = [row[0] for row in connection.execute(
+                "SELECT a.group_id FROM archive_text t JOIN archive a ON a.retrieval_id = t.retrieval_id "
+                "WHERE archive_text MATCH ? AND a.session_id = ? GROUP BY a.group_id "
+                "ORDER BY MIN(t.rank), MAX(a.position) DESC LIMIT ?", (expression, session_id, limit))]
+            return [(group_id, _group(connection, session_id, group_id) or []) for group_id in group_ids]
+
+    def archive(self, session_id: str, messages: Sequence[Message]) -> list[str]:
+        """Stores messages (evicted from a window), each as its own group; returns one id per
+        message for :meth:`get` (``f"{session_id}:{n}"``; a message the session holds already
+        keeps its id)."""
+        return [row_id for _, row_id in self._put_groups(session_id, [[message] for message in messages])]
+
+    def get(self, retrieval_id: str) -> Message | None:
+        """The archived message with that id (of any session, as returned by :meth:`archive`
+        and :meth:`search`), or None. Groups: :meth:`session_archive`."""
         with self._connect() as connection:
             row = connection.execute("SELECT message FROM archive WHERE retrieval_id = ?",
                                      (retrieval_id,)).fetchone()
         return json.loads(row[0]) if row else None
 
-    def search(self, session_id: str, query: str, limit: int = 10) -> list[tuple[str, dict[str, Any]]]:
-        """Archived messages of the session matching ``query`` (FTS5 syntax; plain words are
-        matched as words), best first: ``(retrieval_id, message)`` pairs."""
+    def search(self, session_id: str, query: str, limit: int = 10) -> list[tuple[str, Message]]:
+        """Archived messages of the session containing every word of ``query``, best first:
+        ``(retrieval_id, message)`` pairs."""
         _check_session(session_id)
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidArgumentError("query must be a non-empty str")
-        words = re.findall(r"\w+", query)
-        expression = " ".join(f'"{w}"' for w in words) if words else query
+        expression = _match_expression(query, limit, " ")
+        if not expression:
+            return []
         with self._connect() as connection:
             rows = connection.execute(
                 "SELECT a.retrieval_id, a.message FROM archive_text t JOIN archive a "
-                "ON a.retrieval_id = t.retrieval_id WHERE archive_text MATCH ? AND t.session_id = ? "
-                "ORDER BY rank LIMIT ?", (expression, session_id, limit)).fetchall()
+                "ON a.retrieval_id = t.retrieval_id WHERE archive_text MATCH ? AND a.session_id = ? "
+                "ORDER BY t.rank LIMIT ?", (expression, session_id, limit)).fetchall()
         return [(retrieval_id, json.loads(message)) for retrieval_id, message in rows]
 
     def archiver(self, session_id: str) -> Callable[..., None]:
         """An ``on_evict`` callback that archives every evicted message of a window."""
-        def on_evict(evicted: Sequence[dict[str, Any]], *_: Any) -> None:
+        _check_session(session_id)
+
+        def on_evict(evicted: Sequence[Message], *_: Any) -> None:
             self.archive(session_id, evicted)
         return on_evict
 
 
-def _message_text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    parts = [content] if isinstance(content, str) else [
-        str(p.get("text", "")) for p in content or [] if isinstance(p, dict)]
-    for call in message.get("tool_calls") or []:
-        function = call.get("function", {})
-        parts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
-    return "\n".join(parts)
+class SQLiteArchive:
+    """One session's part of a :class:`SQLiteCheckpointStore`'s archive, implementing
+    :class:`~ctxwindow.archive.MessageArchive`: a group is named by
+    :func:`ctxwindow.archive.retrieval_id` (as in every archive, so a placeholder's id resolves
+    in whichever archive holds the group) and stored once per session. Search finds groups
+    containing any query word (a word with inner punctuation, such as ``eu-west-1``, as a
+    phrase), best BM25 rank first."""
+
+    def __init__(self, store: SQLiteCheckpointStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = _check_session(session_id)
+
+    def put(self, messages: Sequence[Message]) -> str:
+        """Stores the messages as one group (at least one message); returns its retrieval id."""
+        if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)) or not messages:
+            raise InvalidArgumentError("an archive group is a non-empty sequence of message dicts")
+        return self.store._put_groups(self.session_id, [messages])[0][0]
+
+    def get(self, retrieval_id: str) -> list[Message] | None:
+        """The group stored under ``retrieval_id`` in this session, or None."""
+        return self.store._get_group(self.session_id, retrieval_id)
+
+    def search(self, query: str, limit: int = 10) -> list[tuple[str, list[Message]]]:
+        """``(retrieval_id, messages)`` of the groups matching ``query``, best first."""
+        return self.store._search_groups(self.session_id, query, limit)
+
+
+def _group(connection: sqlite3.Connection, session_id: str, group_id: str) -> list[Message] | None:
+    rows = connection.execute("SELECT message FROM archive WHERE session_id = ? AND group_id = ? ORDER BY position",
+                              (session_id, group_id)).fetchall()
+    return [json.loads(row[0]) for row in rows] or None
+
+
+def _match_expression(query: str, limit: int, joiner: str) -> str:
+    """An FTS5 expression of the words of ``query`` (each whitespace-separated word a quoted
+    phrase of its letters and digits), joined with ``joiner``; "" when it has none."""
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidArgumentError("query must be a non-empty str")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidArgumentError(f"limit must be an int >= 0, got {limit!r}")
+    phrases = [" ".join(re.findall(r"\w+", word)) for word in query.split()]
+    return joiner.join(f'"{phrase}"' for phrase in phrases if phrase)
+
+
+@contextlib.contextmanager
+def _transaction(connection: sqlite3.Connection, begin: str) -> Iterator[None]:
+    """``begin`` ... COMMIT, or ROLLBACK when the body raises (unless it committed already)."""
+    connection.execute(begin)
+    try:
+        yield
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
 
 
 @functools.cache

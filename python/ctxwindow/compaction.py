@@ -77,10 +77,11 @@ class Plan:
     archived: dict[str, list[Message]] = field(default_factory=dict)
 
 
-def settle(state: CompactionState, protected: dict[int, Message]) -> list[str]:
+def settle(state: CompactionState, protected: dict[int, Message], stored: frozenset[int] = frozenset()) -> list[str]:
     """The one check of a planned window: groups are re-derived from the messages (results of a
-    dropped call leave with it), then what a provider would reject and any protected message
-    missing or changed. Returns the problems (empty: valid)."""
+    dropped call leave with it), then what a provider would reject, any protected message
+    missing or changed, and any message of the window (``stored``: their seqs) moved out of its
+    order. Returns the problems (empty: valid)."""
     entries, orphans = settle_groups(state.entries)
     state.entries = entries
     state.evicted.extend(orphans)
@@ -89,6 +90,9 @@ def settle(state: CompactionState, protected: dict[int, Message]) -> list[str]:
         messages.insert(0, PLACEHOLDER_USER)
     problems = check_history(messages)
     present = {e.seq: e.message for e in entries}
+    order = [e.seq for e in entries if e.seq in stored]
+    if any(a >= b for a, b in zip(order, order[1:])):
+        problems.append("messages of the conversation were reordered")
     for seq, message in protected.items():
         if present.get(seq) != message:
             problems.append(f"protected message {seq} was {'changed' if seq in present else 'removed'}")
@@ -117,13 +121,14 @@ def plan_compaction(store: ConversationStore, cascade: Cascade, limits: Limits,
                         "system prompt, pinned, newest user and recent messages")
     protected = {e.seq: e.message for e in entries if e.pinned or e.group in groups}
     staged = StagedArchive(archive)
+    stored = frozenset(e.seq for e in entries)
     state = CompactionState(
         entries=list(entries), count_message=count_message, overhead=limits.overhead,
         budget=limits.budget, target=limits.target, archive=staged, current_turn=store.turn,
         protected_groups=groups, answers=answers, awaiting=awaiting, next_seq=store.seq)
 
     def check(planned: CompactionState) -> list[str]:
-        return settle(planned, protected)
+        return settle(planned, protected, stored)
 
     reports = cascade.run(state, check)
     if state.total() > state.target:

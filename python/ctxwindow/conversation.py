@@ -145,11 +145,12 @@ class ConversationStore:
 
     def protected_groups(self, entries: Sequence[Entry], preserve_recent: int) -> set[int]:
         """Groups never evicted or altered: the last ``preserve_recent`` messages, the newest
-        user message and pinned messages, each with its whole group."""
+        user message (one the window's user added, not a summary or placeholder a strategy
+        wrote) and pinned messages, each with its whole group."""
         recent = entries[max(len(entries) - preserve_recent, 0):] if preserve_recent else []
         groups = {e.group for e in recent}
         for entry in reversed(entries):
-            if entry.role == "user":
+            if entry.role == "user" and entry.kind == "message":
                 groups.add(entry.group)
                 break
         groups.update(e.group for e in entries if e.pinned)

@@ -36,7 +36,9 @@ class Entry:
     pinned: bool = False
     #: The message as added, when a strategy has rewritten it.
     original: Message | None = None
-    #: "message", or "summary" for a ``[Conversation Summary]`` written by :class:`Summarize`.
+    #: "message" (added by the user of the window), "summary" (a ``[Conversation Summary]``
+    #: written by :class:`Summarize`) or "inserted" (any other message a strategy wrote, such as
+    #: a placeholder for evicted messages). Only a "message" can be the newest user message.
     kind: str = "message"
 
     @property

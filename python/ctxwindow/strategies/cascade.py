@@ -71,7 +71,7 @@ class CallableStrategy:
                 report.touched += 1
                 continue
             kept.append(Entry(dict(message), state.count_message(message), state.new_seq(), 0,
-                              kept[-1].turn if kept else state.current_turn))
+                              kept[-1].turn if kept else state.current_turn, kind="inserted"))
             report.touched += 1
         dropped = [e for e in state.entries if e.seq not in used]
         state.entries = kept

@@ -229,6 +229,6 @@ class ScoredEviction:
             if placeholder_tokens < sum(e.tokens for e in removed) and state.total() + placeholder_tokens <= state.target:
                 position = next((i for i, e in enumerate(state.entries) if e.seq > group[0].seq), len(state.entries))
                 state.entries.insert(position, Entry(placeholder, placeholder_tokens, group[0].seq,
-                                                     group[0].group, group[0].turn))
+                                                     group[0].group, group[0].turn, kind="inserted"))
         report.tokens_after = state.total()
         return report
