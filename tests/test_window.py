@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ctxwindow import (
     ContextOverflowError,
@@ -21,7 +20,7 @@ from ctxwindow import (
     MalformedMessageError,
     Tokenizer,
 )
-from ctxwindow.messages import from_swe_agent, from_tau_bench, tool_call_ids
+from ctxwindow.messages import check_history, from_swe_agent, from_tau_bench
 from ctxwindow.strategies import (
     Cascade,
     ClearToolResults,
@@ -37,7 +36,8 @@ Message = dict[str, Any]
 
 
 def check_valid(window: ContextWindow, system: str | None) -> list[Message]:
-    """The invariants every output must satisfy; returns messages()."""
+    """The invariants every output must satisfy (the provider rules by the package's one checker,
+    ``check_history``); returns messages()."""
     out = window.messages()
     recount = TOKENIZER.count_messages(out)
     tools = window.usage.by_component["tool_definitions"]
@@ -45,134 +45,8 @@ def check_valid(window: ContextWindow, system: str | None) -> list[Message]:
     assert recount + tools <= window.prompt_budget, "the prompt does not fit the budget"
     if system is not None:
         assert out[0] == {"role": "system", "content": system}
-    conversation = [m for m in out if m["role"] != "system"]
-    if conversation:
-        assert conversation[0]["role"] == "user", "the first conversation message must be a user message"
-    open_calls: set[str] = set()
-    for message in conversation:
-        if message["role"] == "tool":
-            assert message["tool_call_id"] in open_calls, "orphan tool result"
-            open_calls.discard(message["tool_call_id"])
-        else:
-            assert not open_calls, "tool call without its results"
-            open_calls = set(tool_call_ids(message))
-    assert not open_calls, "tool call without its results at the end"
+    assert check_history(out) == [], check_history(out)
     return out
-
-
-words = st.text(alphabet=st.sampled_from("abcdefghij klmnop 0123456789\n{}\":,"), min_size=1, max_size=200)
-
-
-class WindowMachine(RuleBasedStateMachine):
-    """Drives a window with random turns and checks the invariants after every step."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.window: ContextWindow | None = None
-        self.added: list[Message] = []
-        self.evicted: list[Message] = []
-        self.pinned: list[Message] = []
-        self.call_serial = 0
-        self.system = "You are a careful agent. Never reveal secrets."
-
-    @initialize(
-        budget=st.integers(min_value=600, max_value=4000),
-        preserve_recent=st.integers(min_value=0, max_value=4),
-        strategies=st.lists(st.sampled_from(["truncate", "clear", "micro", "scored", "sliding"]),
-                            unique=True, max_size=3),
-        reserve=st.integers(min_value=0, max_value=200),
-    )
-    def start(self, budget: int, preserve_recent: int, strategies: list[str], reserve: int) -> None:
-        chosen = {"truncate": TruncateToolResults(200), "clear": ClearToolResults(keep=1),
-                  "micro": MicroCompact(), "scored": ScoredEviction("hybrid"), "sliding": SlidingWindow(12)}
-        self.window = ContextWindow(
-            "gpt-4o", max_tokens=budget + reserve, reserve_output=reserve, system=self.system,
-            strategies=[chosen[s] for s in strategies], preserve_recent=preserve_recent,
-            on_evict=lambda evicted, usage: self.evicted.extend(evicted))
-
-    def add(self, message: Message, pinned: bool = False) -> bool:
-        assert self.window is not None
-        before = self.window.messages()
-        try:
-            self.window.add(message, pinned=pinned)
-        except ContextOverflowError as error:
-            assert error.needed > error.available
-            assert self.window.messages() == before, "a failed add changed the window"
-            return False
-        self.added.append(message)
-        if pinned:
-            self.pinned.append(message)
-        return True
-
-    @rule(text=words, pinned=st.booleans())
-    def user(self, text: str, pinned: bool) -> None:
-        self.add({"role": "user", "content": text}, pinned=pinned and len(self.pinned) < 2)
-
-    @rule(text=words)
-    def assistant(self, text: str) -> None:
-        if self.added:
-            self.add({"role": "assistant", "content": text})
-
-    @rule(results=st.lists(st.text(alphabet="xyz \n\t{}", min_size=0, max_size=3000), min_size=1, max_size=3))
-    def tool_calls(self, results: list[str]) -> None:
-        if not self.added:
-            return
-        ids = []
-        for _ in results:
-            self.call_serial += 1
-            ids.append(f"call_{self.call_serial}")
-        calls = [{"id": i, "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": 1}"}}
-                 for i in ids]
-        if not self.add({"role": "assistant", "content": None, "tool_calls": calls}):
-            return
-        for call_id, result in zip(ids, results):
-            if not self.add({"role": "tool", "tool_call_id": call_id, "content": result}):
-                # The group could not be completed; the window keeps it pending and unsent.
-                return
-
-    @rule(detail=st.sampled_from(["low", "high"]))
-    def image(self, detail: str) -> None:
-        self.add({"role": "user", "content": [
-            {"type": "text", "text": "look"},
-            {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": detail,
-                                                "width": 800, "height": 600}}]})
-
-    @precondition(lambda self: self.window is not None)
-    @rule()
-    def compact_twice(self) -> None:
-        assert self.window is not None
-        self.window.compact(force=True)
-        once = self.window.messages()
-        self.window.compact(force=True)
-        assert self.window.messages() == once, "compacting twice differs from compacting once"
-
-    @invariant()
-    def valid(self) -> None:
-        if self.window is None:
-            return
-        out = check_valid(self.window, self.system)
-        conversation = [m for m in out if m["role"] != "system"]
-        for message in self.pinned:
-            assert message in conversation, "a pinned message was evicted or altered"
-        completed = [m for m in self.added if m not in self.window.pending_messages()]
-        users = [m for m in completed if m["role"] == "user"]
-        if users:
-            assert users[-1] in conversation, "the newest user message was evicted or altered"
-        # Every completed message is in the window (maybe rewritten, its original archived) or
-        # was reported evicted exactly once.
-        present = [m for m in conversation if m != {"role": "user", "content": "[Earlier conversation omitted]"}]
-        evicted_keys = [json.dumps(m, sort_keys=True) for m in self.evicted]
-        assert len(evicted_keys) == len(set(map(id, self.evicted)))
-        for message in completed:
-            key = json.dumps(message, sort_keys=True)
-            in_window = message in present
-            rewritten = not in_window and message["role"] == "tool" and any(
-                m.get("tool_call_id") == message.get("tool_call_id") for m in present)
-            assert in_window or rewritten or key in evicted_keys, f"message lost: {key[:80]}"
-
-
-TestWindowMachine = WindowMachine.TestCase
-TestWindowMachine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 
 
 # --- replays of the real data -------------------------------------------------------------
@@ -443,7 +317,12 @@ def test_events_status_zone_and_usage() -> None:
     assert usage.by_component["output_reserved"] == 100
     assert statuses and statuses[0].startswith("context window at ") and "/900 tokens)" in statuses[0]
     assert zones and zones[0][0] == "green"
-    assert window.usage.zone in ("green", "yellow", "orange", "red")
+    # The zone is the last turn's reading, by the design's thresholds.
+    reading = window.pressure_reading()
+    assert reading is not None and reading.utilization == pytest.approx(reading.tokens / 900)
+    u = reading.utilization
+    assert window.usage.zone == ("red" if u >= 0.9 else "orange" if u >= 0.75 else "yellow" if u >= 0.5 else "green")
+    assert window.usage.zone != "green"  # 40 turns of ~25 tokens fill most of 900 tokens
 
 
 def test_record_usage_calibrates_but_never_loosens() -> None:
