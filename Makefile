@@ -58,7 +58,7 @@ lint: $(STAMP)
 # The window's stateful Hypothesis machine for 100,000 steps (not part of `make test`).
 SOAK_STEPS ?= 100000
 soak: build
-	CTXWINDOW_SOAK_STEPS=$(SOAK_STEPS) $(BIN)/python -m pytest -q -p no:cacheprovider --hypothesis-show-statistics tests/test_window_machine.py
+	CTXWINDOW_SOAK_STEPS=$(SOAK_STEPS) $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_window_machine.py -k soak
 
 # Regenerate the committed C header (the Rust test `header_is_current` fails when it drifts).
 header:

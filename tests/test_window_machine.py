@@ -12,7 +12,7 @@ after every step the window's promises:
   reported evicted exactly once;
 - a step that failed left the window exactly as it was.
 
-``make soak`` runs the same machine for 100,000 steps (``CTXWINDOW_SOAK_STEPS``).
+``make soak`` runs the same machine until 100,000 steps were checked (``CTXWINDOW_SOAK_STEPS``).
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ from ctxwindow.summarizers import extractive
 TOKENIZER = Tokenizer("o200k_base")
 Message = dict[str, Any]
 SYSTEM = "You are a careful agent. Never reveal secrets."
+#: Steps checked so far in this process (the invariant runs after every step).
+STEPS = [0]
+SOAK_STEPS = int(os.environ.get("CTXWINDOW_SOAK_STEPS", "0"))
 
 
 class Abort(BaseException):
@@ -316,6 +319,7 @@ class WindowMachine(RuleBasedStateMachine):
 
     @invariant()
     def promises(self) -> None:
+        STEPS[0] += 1
         window = self.window
         if window is None:
             return
@@ -348,14 +352,19 @@ class WindowMachine(RuleBasedStateMachine):
             assert not (times and (k in present or k in originals)), f"reported evicted but still there: {k[:80]}"
 
 
-def _settings() -> settings:
-    steps = int(os.environ.get("CTXWINDOW_SOAK_STEPS", "0"))
-    if steps:
-        return settings(max_examples=max(steps // 50, 1), stateful_step_count=50, deadline=None,
-                        suppress_health_check=list(HealthCheck), print_blob=True)
-    return settings(max_examples=150, stateful_step_count=60, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
-
-
 TestWindowMachine = WindowMachine.TestCase
-TestWindowMachine.settings = _settings()
+TestWindowMachine.settings = settings(max_examples=150, stateful_step_count=60, deadline=None,
+                                      suppress_health_check=[HealthCheck.too_slow])
+
+if SOAK_STEPS:
+    def test_soak() -> None:
+        """``make soak``: fresh random runs of the machine until SOAK_STEPS steps were checked."""
+        from hypothesis.stateful import run_state_machine_as_test
+
+        STEPS[0] = runs = 0
+        while STEPS[0] < SOAK_STEPS:
+            run_state_machine_as_test(WindowMachine, settings=settings(
+                max_examples=100, stateful_step_count=100, deadline=None, database=None,
+                suppress_health_check=list(HealthCheck)))
+            runs += 1
+        print(f"\nsoak: {STEPS[0]:,} steps checked in {runs * 100:,} machine runs, all promises held")

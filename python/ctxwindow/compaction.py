@@ -15,7 +15,7 @@ entries and applied in O(k), so a turn costs the same whatever the length of the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,11 +77,13 @@ class Plan:
     archived: dict[str, list[Message]] = field(default_factory=dict)
 
 
-def settle(state: CompactionState, protected: dict[int, Message], stored: frozenset[int] = frozenset()) -> list[str]:
+def settle(state: CompactionState, protected: dict[int, Message], stored: Mapping[int, int] | None = None) -> list[str]:
     """The one check of a planned window: groups are re-derived from the messages (results of a
     dropped call leave with it), then what a provider would reject, any protected message
-    missing or changed, and any message of the window (``stored``: their seqs) moved out of its
-    order. Returns the problems (empty: valid)."""
+    missing or changed, and any message of the window moved out of its order (``stored``: the
+    position in the window of each seq; a summary or placeholder takes the seq, and so the
+    place, of the first message it replaces). Returns the problems (empty: valid)."""
+    stored = stored or {}
     entries, orphans = settle_groups(state.entries)
     state.entries = entries
     state.evicted.extend(orphans)
@@ -90,7 +92,7 @@ def settle(state: CompactionState, protected: dict[int, Message], stored: frozen
         messages.insert(0, PLACEHOLDER_USER)
     problems = check_history(messages)
     present = {e.seq: e.message for e in entries}
-    order = [e.seq for e in entries if e.seq in stored]
+    order = [stored[e.seq] for e in entries if e.seq in stored]
     if any(a >= b for a, b in zip(order, order[1:])):
         problems.append("messages of the conversation were reordered")
     for seq, message in protected.items():
@@ -121,7 +123,7 @@ def plan_compaction(store: ConversationStore, cascade: Cascade, limits: Limits,
                         "system prompt, pinned, newest user and recent messages")
     protected = {e.seq: e.message for e in entries if e.pinned or e.group in groups}
     staged = StagedArchive(archive)
-    stored = frozenset(e.seq for e in entries)
+    stored = {e.seq: position for position, e in enumerate(entries)}
     state = CompactionState(
         entries=list(entries), count_message=count_message, overhead=limits.overhead,
         budget=limits.budget, target=limits.target, archive=staged, current_turn=store.turn,

@@ -217,6 +217,7 @@ class ScoredEviction:
                                   target_free_tokens=max(state.total() - state.target, 0))
         for index in sorted(chosen.tolist()):
             group = groups[index]
+            position = next(i for i, e in enumerate(state.entries) if e.group == group[0].group)
             removed = state.evict_group(group[0].group)
             originals = [e.original or e.message for e in removed]
             report.evicted.extend(originals)
@@ -227,7 +228,6 @@ class ScoredEviction:
             placeholder = {"role": "user", "content": f"[Earlier messages removed, retrieval id {retrieval_id}]\n{summary}"}
             placeholder_tokens = state.count_message(placeholder)
             if placeholder_tokens < sum(e.tokens for e in removed) and state.total() + placeholder_tokens <= state.target:
-                position = next((i for i, e in enumerate(state.entries) if e.seq > group[0].seq), len(state.entries))
                 state.entries.insert(position, Entry(placeholder, placeholder_tokens, group[0].seq,
                                                      group[0].group, group[0].turn, kind="inserted"))
         report.tokens_after = state.total()

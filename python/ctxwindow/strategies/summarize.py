@@ -201,12 +201,13 @@ class Summarize:
         tokens = state.count_message(message)
         # Success: apply all at once.
         replaced_seqs = {e.seq for e in chosen}
-        if previous is not None:
-            state.entries = [e for e in state.entries if e is not previous]
-        state.entries = [e for e in state.entries if e.seq not in replaced_seqs]
+        # The summary takes the place of the first message it replaces (after any pinned
+        # message that precedes it), so the conversation keeps its order.
+        position = next(i for i, e in enumerate(state.entries) if e is previous or e.seq in replaced_seqs)
+        state.entries = [e for e in state.entries if e is not previous and e.seq not in replaced_seqs]
         state.evicted.extend(chosen)
         seq = min(e.seq for e in chosen)
-        state.entries.insert(0, Entry(message, tokens, seq, seq, chosen[-1].turn, kind="summary"))
+        state.entries.insert(position, Entry(message, tokens, seq, seq, chosen[-1].turn, kind="summary"))
         report.evicted = [e.original or e.message for e in chosen]
         report.touched = 1
         report.tokens_after = state.total()
