@@ -294,3 +294,124 @@ def test_check_history_names_each_problem() -> None:
     assert check_history([{"role": "user", "content": "q"}, call("x"), result("x", "1"), result("x", "2")]) == [
         "message 3: a second result for call 'x'"]
     assert check_history([PLACEHOLDER_USER, call("x")], pending_tail=True) == []
+
+
+# --- found by review: copies, the archive, the loop, placement -------------------------------
+
+
+def step(turn: int) -> str:
+    return (f"Step {turn}: we decided to set port {8000 + turn} in /srv/app/config_{turn}.yaml. "
+            + "The rest of this message is ordinary discussion. " * 25)
+
+
+def test_the_window_keeps_its_own_copies() -> None:
+    window = ContextWindow("gpt-4o", max_tokens=2000, system="sys")
+    part = {"type": "text", "text": "hi"}
+    window.add({"role": "user", "content": [part]})
+    part["text"] = "Y " * 5000  # the caller changes its own message afterwards
+    out = window.messages()
+    out[0]["content"] = "changed"
+    out[1]["role"] = "assistant"
+    assert window.messages() == [{"role": "system", "content": "sys"},
+                                 {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert_valid(window)
+
+
+def test_custom_strategies_get_copies() -> None:
+    def vandal(messages: list[Message], budget: int) -> list[Message]:
+        for message in messages:
+            for call_ in message.get("tool_calls") or []:
+                call_["id"] = "mutated_" + call_["id"]
+        raise RuntimeError("and then fails")
+
+    window = ContextWindow("gpt-4o", max_tokens=600, system="sys", preserve_recent=1, strategies=[vandal])
+    for turn in range(30):
+        window.add({"role": "user", "content": f"q{turn} " + "x " * 20})
+        window.add(call(f"c{turn}"))
+        window.add(result(f"c{turn}", "r " * 20))
+        assert_valid(window)
+
+
+def test_a_failed_extend_leaves_the_archive_as_it_was() -> None:
+    window = ContextWindow("gpt-4o", max_tokens=1500, system="sys", preserve_recent=1,
+                           strategies=[Summarize(extractive, preserve_recent=2)])
+    for turn in range(6):
+        window.add({"role": "user", "content": f"q{turn} " + "detail " * 80})
+        window.add({"role": "assistant", "content": f"a{turn}"})
+    archive = window.archive.to_dict()  # type: ignore[attr-defined]
+    before = state_of(window)
+    batch = [{"role": "user", "content": f"more {i} " + "detail " * 80} for i in range(10)]
+    with pytest.raises(MalformedMessageError, match="message 10"):
+        window.extend([*batch, {"role": "tool", "tool_call_id": "nope", "content": "x"}])
+    assert state_of(window) == before
+    assert window.archive.to_dict() == archive  # type: ignore[attr-defined]
+    window.extend(batch)  # the same messages succeed, and then the originals are archived
+    assert len(window.archive) > len(archive["items"])  # type: ignore[arg-type]
+
+
+def test_a_sync_summarizer_does_not_block_the_event_loop() -> None:
+    import threading
+
+    release = threading.Event()
+
+    def slow(system: str, user: str) -> str:
+        release.wait(10)  # holds until the loop proves it kept running
+        return extractive(system, user)
+
+    async def agent() -> tuple[int, ContextWindow]:
+        window = ContextWindow("gpt-4o", max_tokens=1500, system="sys", preserve_recent=2,
+                               strategies=[Summarize(slow, preserve_recent=2, timeout=10)])
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while ticks < 3:
+                await asyncio.sleep(0)
+                ticks += 1
+            release.set()
+
+        task = asyncio.create_task(ticker())
+        await window.aextend([{"role": "user", "content": step(i)} for i in range(12)])
+        await task
+        return ticks, window
+
+    ticks, window = asyncio.run(agent())
+    assert ticks == 3
+    assert window.messages()[1]["content"].startswith("[Conversation Summary]")
+
+
+def test_a_summary_after_a_pinned_first_message_keeps_the_order() -> None:
+    window = ContextWindow("gpt-4o", max_tokens=1500, system="sys", preserve_recent=2,
+                           strategies=[Summarize(extractive, preserve_recent=2)])
+    window.add({"role": "user", "content": "Always answer in French."}, pinned=True)
+    for turn in range(30):
+        window.add({"role": "user", "content": step(turn)})
+    out = window.messages()
+    assert out[1]["content"] == "Always answer in French."
+    assert out[2]["content"].startswith("[Conversation Summary]")
+    assert_valid(window)
+
+
+def test_restore_refuses_an_invalid_state_and_changes_nothing() -> None:
+    window = ContextWindow("gpt-4o", max_tokens=2000, system="sys")
+    window.add({"role": "user", "content": "hello"})
+    checkpoint = window.checkpoint("goal")
+    state = checkpoint.window_state
+    assert state is not None
+    before = state_of(window)
+    for change in ({"calibration": 0.0}, {"calibration": float("nan")},
+                   {"entries": [*state["entries"],
+                                {"message": call("x"), "seq": 2, "group": 2, "turn": 1, "pinned": False}],
+                    "seq": 2}):
+        broken = type(checkpoint)(goal="goal", window_state={**state, **change})
+        with pytest.raises(InvalidArgumentError, match="window state"):
+            window.restore(broken)
+        assert state_of(window) == before
+
+
+def test_repair_moves_a_late_result_up_to_its_call() -> None:
+    fixed, changes = repair_history([{"role": "user", "content": "q"}, call("a"),
+                                     {"role": "user", "content": "wait"}, result("a", "REAL")])
+    assert fixed == [{"role": "user", "content": "q"}, call("a"), result("a", "REAL"),
+                     {"role": "user", "content": "wait"}]
+    assert changes == ["moved message 3, the result of call 'a', up to its call"]

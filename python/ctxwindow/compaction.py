@@ -25,7 +25,7 @@ from ctxwindow.errors import ContextOverflowError
 from ctxwindow.messages import PLACEHOLDER_USER, Message, check_history
 from ctxwindow.strategies import Cascade, CompactionState, DropOldest, Entry, StrategyReport
 
-__all__ = ["CompactionResult", "Plan", "Limits", "plan_compaction", "apply_plan", "settle"]
+__all__ = ["CompactionResult", "Plan", "Limits", "plan_compaction", "apply_plan", "commit_archived", "settle"]
 
 
 @dataclass(frozen=True)
@@ -193,16 +193,21 @@ def _plan_front_cut(store: ConversationStore, limits: Limits) -> Plan | None:
     return Plan(None, cut, cut_tokens, evicted, (), store.seq)
 
 
-def apply_plan(store: ConversationStore, plan: Plan, archive: MessageArchive) -> list[Entry]:
-    """Applies a checked plan: first the originals it archives (if the archive fails, the store
-    is unchanged; groups already written are content-addressed and harmless), then the store in
-    one step. Returns the evicted entries."""
-    staged = StagedArchive(archive)
-    for group in plan.archived.values():
-        staged.put(group)
-    staged.commit()
+def apply_plan(store: ConversationStore, plan: Plan) -> list[Entry]:
+    """Applies a checked plan to the store in one step; returns the evicted entries. The
+    originals the plan archives (``plan.archived``) are written by the window when the whole
+    operation succeeds (:func:`commit_archived`)."""
     if plan.entries is None:
         store.drop_front(plan.cut, plan.cut_tokens)
     else:
         store.replace(plan.entries, plan.next_seq)
     return list(plan.evicted)
+
+
+def commit_archived(archive: MessageArchive, archived: dict[str, list[Message]]) -> None:
+    """Writes the groups that applied plans archived (retrieval id -> group) to ``archive``.
+    Groups are content-addressed, so a write that fails half-way leaves only harmless copies."""
+    staged = StagedArchive(archive)
+    for group in archived.values():
+        staged.put(group)
+    staged.commit()

@@ -23,6 +23,7 @@ __all__ = [
     "validate_message",
     "check_history",
     "repair_history",
+    "copy_message",
     "PLACEHOLDER_USER",
     "MISSING_RESULT",
     "tool_call_ids",
@@ -61,6 +62,21 @@ def text_of(message: Mapping[str, Any]) -> str:
             if isinstance(part, Mapping) and part.get("type") in ("text", "refusal", "input_text", "output_text")
         )
     return ""
+
+
+def copy_message(message: Mapping[str, Any]) -> Message:
+    """A deep copy of a message's dicts and lists (strings, numbers and other values are shared:
+    they are immutable or opaque), several times cheaper than ``copy.deepcopy``. The window
+    stores such copies, so a caller changing its own message afterwards changes nothing inside."""
+    return {key: _copy_value(value) for key, value in message.items()}
+
+
+def _copy_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _copy_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy_value(item) for item in value]
+    return value
 
 
 def validate_message(message: object, index: int | str = 0) -> None:
@@ -164,10 +180,12 @@ def repair_history(messages: Iterable[Mapping[str, Any]], *,
     - malformed messages (no role, unknown role, bad tool ids) are dropped;
     - system and developer messages that come after the conversation started are moved to the
       front, in order;
+    - a tool result that comes after other messages is moved up, right after the results of
+      the call it answers, when that call has no result yet (a result logged late);
     - tool results that answer no call of the assistant message before them (orphans), and
       second results for the same call, are dropped;
-    - a tool call with no result gets one, clearly marked (:data:`MISSING_RESULT`), placed right
-      after the group's other results;
+    - a tool call with no result anywhere gets one, clearly marked (:data:`MISSING_RESULT`),
+      placed right after the group's other results;
     - calls still unanswered at the very end are kept as they are when ``keep_pending_tail``
       (the conversation is still running; the window holds them back), else given the marked
       result too;
@@ -189,13 +207,26 @@ def repair_history(messages: Iterable[Mapping[str, Any]], *,
     open_calls: list[str] = []
     answered: set[str] = set()
 
-    def close_group(reason: str) -> None:
-        for call_id in open_calls:
-            body.append({"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT})
-            changes.append(f"gave tool call {call_id!r} a placeholder result ({reason})")
+    messages = list(messages)
+    moved: set[int] = set()
+
+    def close_group(reason: str, after: int) -> None:
+        for call_id in list(open_calls):
+            late = next((i for i in range(after, len(messages)) if i not in moved
+                         and isinstance(messages[i], Mapping) and messages[i].get("role") == "tool"
+                         and messages[i].get("tool_call_id") == call_id), None)
+            if late is not None:
+                moved.add(late)
+                body.append(dict(messages[late]))
+                changes.append(f"moved message {late}, the result of call {call_id!r}, up to its call")
+            else:
+                body.append({"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT})
+                changes.append(f"gave tool call {call_id!r} a placeholder result ({reason})")
         open_calls.clear()
 
     for index, raw in enumerate(messages):
+        if index in moved:
+            continue
         try:
             validate_message(raw, index)
         except MalformedMessageError as error:
@@ -219,11 +250,11 @@ def repair_history(messages: Iterable[Mapping[str, Any]], *,
                 what = "a second result for" if call_id in answered else "an orphan result for"
                 changes.append(f"dropped message {index}, {what} call {call_id!r}")
             continue
-        close_group(f"it had none before message {index}")
+        close_group(f"it had none before message {index}", index + 1)
         body.append(message)
         open_calls, answered = tool_call_ids(message), set()
     if open_calls and not keep_pending_tail:
-        close_group("it had none at the end")
+        close_group("it had none at the end", len(messages))
     if body and body[0]["role"] != "user":
         body.insert(0, dict(PLACEHOLDER_USER))
         changes.append(f"put a placeholder user message before the first {body[1]['role']} message")

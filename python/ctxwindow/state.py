@@ -61,7 +61,7 @@ class WindowState:
         if not isinstance(data, dict) or "entries" not in data:
             raise InvalidArgumentError("the checkpoint holds no window state (use ContextWindow.checkpoint)")
         try:
-            return cls(
+            state = cls(
                 entries=list(data["entries"]), pending=list(data.get("pending", [])),
                 open_calls=[str(c) for c in data.get("open_calls", [])], seq=int(data["seq"]),
                 turn=int(data["turn"]), calibration=float(data.get("calibration", 1.0)),
@@ -70,4 +70,12 @@ class WindowState:
                 reserve_output=int(data.get("reserve_output", reserve_output)))
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidArgumentError(f"the checkpoint's window state is malformed: {error}") from None
+        if not 1.0 <= state.calibration <= 1.5:  # also refuses NaN
+            raise InvalidArgumentError(
+                f"the checkpoint's window state is malformed: calibration {state.calibration} not in [1, 1.5]")
+        seqs = [int(e.get("seq", -1)) if isinstance(e, dict) else -1 for e in state.entries + state.pending]
+        if len(set(seqs)) != len(seqs) or any(s < 0 or s > state.seq for s in seqs):
+            raise InvalidArgumentError(
+                "the checkpoint's window state is malformed: entry seqs must be distinct, >= 0 and <= seq")
+        return state
 

@@ -53,7 +53,7 @@ from ctxwindow._native import Tokenizer
 from ctxwindow.archive import Archive, MessageArchive
 from ctxwindow.budget import PROFILES as BUDGET_PROFILES
 from ctxwindow.budget import TokenBudget
-from ctxwindow.compaction import CompactionResult, Limits, apply_plan, plan_compaction
+from ctxwindow.compaction import CompactionResult, Limits, apply_plan, commit_archived, plan_compaction
 from ctxwindow.config import PROFILES, STRATEGY_TYPES, WindowSettings, check_int, read_toml, strategy_from_spec
 from ctxwindow.conversation import ConversationStore
 from ctxwindow.errors import (
@@ -65,7 +65,7 @@ from ctxwindow.errors import (
 )
 from ctxwindow.events import EVENTS, EventBus, StatusEvent
 from ctxwindow.fidelity import key_fact_retention
-from ctxwindow.messages import PLACEHOLDER_USER, Message, text_of, validate_message
+from ctxwindow.messages import PLACEHOLDER_USER, Message, check_history, copy_message, text_of, validate_message
 from ctxwindow.pressure import PressureMonitor, PressureReading
 from ctxwindow.state import WindowState, entry_from_dict, entry_to_dict
 from ctxwindow.strategies import Cascade, Entry, Notes
@@ -198,6 +198,8 @@ class ContextWindow:
         self._after: list[Callable[[], None]] = []
         self._answers: dict[Any, Any] = {}
         self._awaiting = False
+        #: Groups archived by the plans applied in the current operation, written at its end.
+        self._archived: dict[str, list[Message]] = {}
         overhead = self._with_system(_Overhead(), system)
         overhead = self._with_context(overhead, more.get("context"))
         overhead = self._with_tools(overhead, tools)
@@ -387,8 +389,11 @@ class ContextWindow:
         saved = (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
                  self.last_compaction, self._overheads, list(self.notes.notes), self.settings)
         after, self._after = self._after, []
+        self._archived = {}
         try:
             result = body()
+            # Last step: the originals the applied plans archived (nothing was stored before).
+            commit_archived(self.archive, self._archived)
         except BaseException as error:
             self._store.rollback(savepoint)
             (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
@@ -428,12 +433,12 @@ class ContextWindow:
             try:
                 return self._transaction(body)
             except NeedsAwait as need:
-                call, timeout, key = need.call, need.timeout, need.key
+                call, timeout, key, is_async = need.call, need.timeout, need.key, need.is_async
             finally:
                 self._answers, self._awaiting = {}, False
             self._busy = True  # no other call while the summary is awaited
             try:
-                answers[key] = await await_summarizer(call, timeout)
+                answers[key] = await await_summarizer(call, timeout, is_async)
             finally:
                 self._busy = False
         raise InvalidArgumentError(f"one operation needed more than {_MAX_AWAITS} summaries")
@@ -445,7 +450,7 @@ class ContextWindow:
         if not isinstance(pinned, bool):
             raise InvalidTypeError(f"pinned must be a bool, not {type(pinned).__name__}")
         assert isinstance(message, Mapping)
-        copy = dict(message)
+        copy = copy_message(message)
         if copy["role"] in ("system", "developer"):
             raise MalformedMessageError(
                 f"{where}: system prompts are set with system= or set_system(), not add()")
@@ -540,21 +545,22 @@ class ContextWindow:
         ``force=True`` it compacts whatever the trigger, and does nothing when the prompt is
         already at or below the target (pass a lower ``target`` to free more room now).
         Idempotent: compacting a compacted window with the same settings changes nothing."""
-        if target is not None:
-            target = float(target) if isinstance(target, (int, float)) and not isinstance(target, bool) else target
-            if not isinstance(target, float) or not 0.0 < target <= 1.0:
-                raise InvalidArgumentError(f"target must be a number in (0, 1], got {target!r}")
-        goal = self.target if target is None else target
+        goal = self._compaction_target(target)
         if not force and not self._over(self.trigger):
             total = self._total()
             return CompactionResult([], total, total, [], reason="below trigger")
         return self._transaction(lambda: self._compact("forced" if force else "compact", goal))
 
+    def _compaction_target(self, target: object) -> float:
+        if target is None:
+            return self.target
+        if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0.0 < target <= 1.0:
+            raise InvalidArgumentError(f"target must be a number in (0, 1], got {target!r}")
+        return float(target)
+
     async def acompact(self, force: bool = False, *, target: float | None = None) -> CompactionResult:
         """:meth:`compact` for async code: summaries are awaited on this event loop."""
-        goal = self.target if target is None else target
-        if target is not None and not (isinstance(target, (int, float)) and 0.0 < target <= 1.0):
-            raise InvalidArgumentError(f"target must be a number in (0, 1], got {target!r}")
+        goal = self._compaction_target(target)
         if not force and not self._over(self.trigger):
             total = self._total()
             return CompactionResult([], total, total, [], reason="below trigger")
@@ -568,7 +574,8 @@ class ContextWindow:
         before_text = self._window_text() if self.measure_fidelity else None
         plan = plan_compaction(self._store, self.cascade, limits, self.tokenizer.count_message, self.archive,
                                answers=self._answers, awaiting=self._awaiting)
-        evicted = [e.original or e.message for e in apply_plan(self._store, plan, self.archive)]
+        evicted = [e.original or e.message for e in apply_plan(self._store, plan) if e.kind == "message"]
+        self._archived.update(plan.archived)
         after = self._total()
         reports = list(plan.reports)
         applied = [r.name for r in reports if r.changed]
@@ -624,19 +631,22 @@ class ContextWindow:
     # --- output ----------------------------------------------------------------------------
 
     def messages(self) -> list[dict[str, Any]]:
-        """What to send now: system first, then the conversation; fits the budget."""
+        """What to send now: system first, then the conversation; fits the budget.
+
+        The list and its message dicts are new (changing them changes nothing in the window);
+        nested values (content parts, tool calls) are shared with the window and are read-only."""
         out: list[dict[str, Any]] = []
         overheads = self._overheads
         if overheads.system is not None:
-            out.append(overheads.system)
+            out.append(dict(overheads.system))
         if overheads.context is not None:
-            out.append(overheads.context)
+            out.append(dict(overheads.context))
         if overheads.notes is not None:
-            out.append(overheads.notes)
+            out.append(dict(overheads.notes))
         first = self._store.first_role()
         if first is not None and first != "user":
             out.append(dict(PLACEHOLDER_USER))
-        out.extend(self._store.messages)
+        out.extend([dict(message) for message in self._store.messages])
         return out
 
     # --- checkpoints -----------------------------------------------------------------------
@@ -676,8 +686,18 @@ class ContextWindow:
         settings = replace(self.settings, reserve_output=state.reserve_output)
         overhead = self._with_tools(self._with_context(self._with_system(_Overhead(), state.system),
                                                        state.context), state.tools)
-        entries = [entry(e) for e in state.entries]
-        pending = [entry(e) for e in state.pending]
+        try:
+            entries = [entry(e) for e in state.entries]
+            pending = [entry(e) for e in state.pending]
+        except (KeyError, TypeError, ValueError) as error:
+            raise InvalidArgumentError(f"the checkpoint's window state is malformed: {error}") from None
+        conversation = [e.message for e in entries]
+        if conversation and conversation[0].get("role") != "user":
+            conversation.insert(0, PLACEHOLDER_USER)
+        problems = check_history(conversation + [e.message for e in pending], pending_tail=bool(pending))
+        if problems or bool(pending) != bool(state.open_calls):
+            raise InvalidArgumentError("the checkpoint's window state is not a valid conversation: "
+                                       + "; ".join(problems or ["pending calls and open calls disagree"]))
 
         def load() -> None:
             self.settings = settings
@@ -710,7 +730,7 @@ class ContextWindow:
 
     def pending_messages(self) -> list[Message]:
         """The tool-call group waiting for results (held back from ``messages()``)."""
-        return [e.message for e in self._store.pending]
+        return [copy_message(e.message) for e in self._store.pending]
 
     def retrieve(self, retrieval_id: str) -> list[Message] | None:
         """The original messages behind a placeholder's retrieval id, or None."""

@@ -4,6 +4,8 @@ content, evict whole groups), plus the archive that keeps originals retrievable.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -61,15 +63,24 @@ class StrategyReport:
         return self.touched > 0 or bool(self.evicted)
 
 
+def is_async_callable(function: object) -> bool:
+    """True for an ``async def`` function, a partial of one, or an object whose ``__call__`` is."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(type(function), "__call__", None))
+
+
 class NeedsAwait(BaseException):
     """Raised inside a compaction planned for an async caller when a summarizer must be awaited
     first: the window abandons the plan (nothing was applied), awaits the call on the caller's
     event loop, and plans again with the answer. Not an ``Exception``, so strategies that skip
     failures do not swallow it."""
 
-    def __init__(self, key: tuple[int, str, str], call: Callable[[], Any], timeout: float | None) -> None:
+    def __init__(self, key: tuple[int, str, str], call: Callable[[], Any], timeout: float | None,
+                 is_async: bool = True) -> None:
         super().__init__("a summarizer must be awaited")
-        self.key, self.call, self.timeout = key, call, timeout
+        self.key, self.call, self.timeout, self.is_async = key, call, timeout, is_async
 
 
 @dataclass
@@ -152,7 +163,7 @@ class CompactionState:
                 raise answer
             return str(answer)
         if self.awaiting:
-            raise NeedsAwait(key, lambda: summarizer(system, user), timeout)
+            raise NeedsAwait(key, lambda: summarizer(system, user), timeout, is_async_callable(summarizer))
         return call_summarizer(summarizer, system, user, timeout)
 
     def tool_name(self, entry: Entry) -> str:

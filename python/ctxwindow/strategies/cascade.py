@@ -10,7 +10,7 @@ from typing import Any
 import logging
 
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
-from ctxwindow.messages import tool_call_ids, validate_message
+from ctxwindow.messages import copy_message, tool_call_ids, validate_message
 from ctxwindow.strategies.base import CompactionState, Entry, Strategy, StrategyReport
 from ctxwindow.strategies.summarize import SummaryFailed
 
@@ -44,7 +44,7 @@ class CallableStrategy:
 
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())
-        result = list(self.function([dict(e.message) for e in state.entries],
+        result = list(self.function([copy_message(e.message) for e in state.entries],
                                     max(state.target - state.overhead, 0)))
         unused: dict[str, list[Entry]] = {}
         for entry in state.entries:
@@ -66,11 +66,11 @@ class CallableStrategy:
             if original is not None and original.seq not in used and not state.is_protected(original):
                 used.add(original.seq)
                 tokens = state.count_message(message)
-                kept.append(replace(original, message=dict(message), tokens=tokens,
+                kept.append(replace(original, message=copy_message(message), tokens=tokens,
                                     original=original.original or original.message))
                 report.touched += 1
                 continue
-            kept.append(Entry(dict(message), state.count_message(message), state.new_seq(), 0,
+            kept.append(Entry(copy_message(message), state.count_message(message), state.new_seq(), 0,
                               kept[-1].turn if kept else state.current_turn, kind="inserted"))
             report.touched += 1
         dropped = [e for e in state.entries if e.seq not in used]

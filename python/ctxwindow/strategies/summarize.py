@@ -79,16 +79,16 @@ def call_summarizer(summarizer: Summarizer, system: str, user: str, timeout: flo
     return outcome(result)
 
 
-async def await_summarizer(call: Callable[[], Any], timeout: float | None) -> Any:
+async def await_summarizer(call: Callable[[], Any], timeout: float | None, is_async: bool = True) -> Any:
     """Runs one summarizer call for an async caller: an async summarizer is awaited on the
     running loop (a timeout cancels it); a sync one runs in a worker thread so the loop is not
     blocked. Returns the text, or the :class:`SummaryFailed` to raise when the plan is made
     again."""
     try:
         if timeout is None:
-            result = await _start(call)
+            result = await _start(call, is_async)
         else:
-            result = await asyncio.wait_for(_start(call), timeout)
+            result = await asyncio.wait_for(_start(call, is_async), timeout)
     except (asyncio.TimeoutError, TimeoutError):
         return SummaryFailed(f"the summarizer did not answer within {timeout} s")
     except Exception as error:
@@ -98,9 +98,10 @@ async def await_summarizer(call: Callable[[], Any], timeout: float | None) -> An
     return result
 
 
-async def _start(call: Callable[[], Any]) -> Any:
-    # A sync summarizer runs in a thread; an async one returns an awaitable we await here.
-    result = call()
+async def _start(call: Callable[[], Any], is_async: bool) -> Any:
+    # An async summarizer returns an awaitable we await on this loop; a sync one runs in a
+    # worker thread (the loop keeps running; on a timeout its late answer is discarded).
+    result = call() if is_async else await asyncio.to_thread(call)
     if inspect.isawaitable(result):
         return await result
     return result
