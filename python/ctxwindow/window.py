@@ -175,7 +175,7 @@ class ContextWindow:
         if notes is not None and not isinstance(notes, Notes):
             raise InvalidTypeError("notes must be a ctxwindow.strategies.Notes")
         self.notes: Notes = notes if notes is not None else Notes()
-        self.budget = TokenBudget(self.max_tokens, dict(BUDGET_PROFILES[profile]))
+        self._budget = TokenBudget(self.max_tokens, dict(BUDGET_PROFILES[profile]))
         self.pressure = PressureMonitor(
             self.prompt_budget,
             on_zone_change=lambda old, new, reading: self.events.emit("on_zone_change", old, new, reading),
@@ -208,7 +208,6 @@ class ContextWindow:
         if needed > self.prompt_budget:
             raise ContextOverflowError(needed, self.prompt_budget,
                                        "the system prompt, context and tool definitions alone")
-        self._update_budget()
 
     # --- configuration -------------------------------------------------------------------
 
@@ -346,12 +345,17 @@ class ContextWindow:
                      reading.turns_until_red if reading else None,
                      self.max_tokens, self.reserve_output, self._calibration)
 
-    def _update_budget(self) -> None:
+    @property
+    def budget(self) -> TokenBudget:
+        """The :class:`~ctxwindow.budget.TokenBudget` of the six components, brought up to date
+        with the window when read (so a turn does not pay for it)."""
         overheads = self._overheads
-        self.budget.set_used("system_prompt", overheads.system_tokens + overheads.context_tokens)
-        self.budget.set_used("tool_definitions", overheads.tool_tokens)
-        self.budget.set_used("message_history", self._store.tokens - self._store.tool_tokens)
-        self.budget.set_used("tool_results", self._store.tool_tokens)
+        budget = self._budget
+        budget.set_used("system_prompt", overheads.system_tokens + overheads.context_tokens)
+        budget.set_used("tool_definitions", overheads.tool_tokens)
+        budget.set_used("message_history", self._store.tokens - self._store.tool_tokens)
+        budget.set_used("tool_results", self._store.tool_tokens)
+        return budget
 
     def record_usage(self, prompt_tokens: int, completion_tokens: int | None = None) -> None:
         """Calibrates with what the provider billed for the last prompt: from now on the window
@@ -393,7 +397,8 @@ class ContextWindow:
         try:
             result = body()
             # Last step: the originals the applied plans archived (nothing was stored before).
-            commit_archived(self.archive, self._archived)
+            if self._archived:
+                commit_archived(self.archive, self._archived)
         except BaseException as error:
             self._store.rollback(savepoint)
             (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
@@ -405,9 +410,9 @@ class ContextWindow:
                 self._deliver([lambda: self.events.emit("on_overflow", error)], reraise=False)
             raise
         del savepoint
+        self._store.release()
         queued, self._after = self._after, after
         self._busy = False
-        self._update_budget()
         self._deliver(queued, reraise=True)
         return result
 
@@ -508,7 +513,7 @@ class ContextWindow:
 
     def _turn_started(self, turn: int) -> None:
         total = self._total()
-        self.budget.record_turn(total)
+        self._budget.record_turn(total)
         self.pressure.observe(total)
         self.events.emit("on_turn_start", turn)
 
@@ -633,8 +638,10 @@ class ContextWindow:
     def messages(self) -> list[dict[str, Any]]:
         """What to send now: system first, then the conversation; fits the budget.
 
-        The list and its message dicts are new (changing them changes nothing in the window);
-        nested values (content parts, tool calls) are shared with the window and are read-only."""
+        The list is new; the conversation's message dicts in it are the window's own (copying
+        them on every turn would cost more than the rest of the turn), so treat them as
+        read-only: copy a message before changing it. The window keeps its own copy of every
+        message added, so changing the dict you passed to ``add`` changes nothing inside."""
         out: list[dict[str, Any]] = []
         overheads = self._overheads
         if overheads.system is not None:
@@ -646,7 +653,7 @@ class ContextWindow:
         first = self._store.first_role()
         if first is not None and first != "user":
             out.append(dict(PLACEHOLDER_USER))
-        out.extend([dict(message) for message in self._store.messages])
+        out.extend(self._store.messages)
         return out
 
     # --- checkpoints -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ import inspect
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ctxwindow.archive import Archive, MessageArchive
 from ctxwindow.errors import InvalidArgumentError
@@ -19,11 +19,11 @@ Message = dict[str, Any]
 __all__ = ["Entry", "Archive", "CompactionState", "NeedsAwait", "StrategyReport", "Strategy"]
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One message in the window. Entries are values: a strategy that rewrites a message puts a
-    new entry in its place (``CompactionState.rewrite``), so a plan that is refused leaves the
-    window's own entries untouched.
+class Entry(NamedTuple):
+    """One message in the window. Entries are values (a named tuple: one is made for every
+    message added, so it must be cheap): a strategy that rewrites a message puts a new entry in
+    its place (``CompactionState.rewrite``), so a plan that is refused leaves the window's own
+    entries untouched.
 
     ``group`` is assigned by the conversation store from the message itself: a tool call's
     group is the ``seq`` of the assistant message that makes the call, and its results join it by
@@ -136,8 +136,8 @@ class CompactionState:
             raise InvalidArgumentError("protected content is never altered")
         position = next(i for i, e in enumerate(self.entries) if e is entry)
         tokens = self.count_message(message)
-        self.entries[position] = replace(entry, message=message, tokens=tokens,
-                                         original=entry.original or entry.message)
+        self.entries[position] = entry._replace(message=message, tokens=tokens,
+                                                original=entry.original or entry.message)
         return entry.tokens - tokens
 
     def evict_group(self, group_id: int) -> list[Entry]:

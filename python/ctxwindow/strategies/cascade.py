@@ -66,7 +66,7 @@ class CallableStrategy:
             if original is not None and original.seq not in used and not state.is_protected(original):
                 used.add(original.seq)
                 tokens = state.count_message(message)
-                kept.append(replace(original, message=copy_message(message), tokens=tokens,
+                kept.append(original._replace(message=copy_message(message), tokens=tokens,
                                     original=original.original or original.message))
                 report.touched += 1
                 continue
