@@ -81,6 +81,14 @@ def archive_text(message: Message) -> str:
     return "\n".join(parts)
 
 
+def _group(messages: Sequence[Message]) -> tuple[str, list[Message]]:
+    """The retrieval id and copies of a group being stored; :class:`InvalidTypeError` for
+    anything but message dicts."""
+    if not all(isinstance(m, dict) for m in messages):
+        raise InvalidTypeError("an archive stores message dicts")
+    return retrieval_id(messages), [dict(m) for m in messages]
+
+
 def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORDS.findall(text)}
 
@@ -101,11 +109,9 @@ class Archive:
 
     def put(self, messages: Sequence[Message]) -> str:
         """Stores copies of ``messages`` as one group; returns its retrieval id."""
-        if not all(isinstance(m, dict) for m in messages):
-            raise InvalidTypeError("an archive stores message dicts")
-        key = retrieval_id(messages)
+        key, group = _group(messages)
         self._items.pop(key, None)  # stored again: it becomes the newest
-        self._items[key] = [dict(m) for m in messages]
+        self._items[key] = group
         if self.max_items is not None:
             while len(self._items) > self.max_items:
                 del self._items[next(iter(self._items))]
@@ -154,10 +160,8 @@ class StagedArchive:
         self._staged: dict[str, list[Message]] = {}
 
     def put(self, messages: Sequence[Message]) -> str:
-        if not all(isinstance(m, dict) for m in messages):
-            raise InvalidTypeError("an archive stores message dicts")
-        key = retrieval_id(messages)
-        self._staged[key] = [dict(m) for m in messages]
+        key, group = _group(messages)
+        self._staged[key] = group
         return key
 
     def get(self, retrieval_id: str) -> list[Message] | None:
