@@ -110,7 +110,8 @@ def plan_compaction(store: ConversationStore, cascade: Cascade, limits: Limits,
                     answers: dict[Any, Any], awaiting: bool) -> Plan:
     """Plans and checks a compaction towards ``limits.target``; raises
     :class:`ContextOverflowError` when protected content alone exceeds the budget. Changes
-    nothing: the originals the plan archives are staged and written by :func:`apply_plan`."""
+    nothing: the originals the plan archives are staged in ``Plan.archived`` and written by the
+    window (:func:`commit_archived`) once its whole operation succeeded."""
     if not cascade.strategies and store.pinned == 0:
         plan = _plan_front_cut(store, limits)
         if plan is not None:
