@@ -415,3 +415,50 @@ def test_repair_moves_a_late_result_up_to_its_call() -> None:
     assert fixed == [{"role": "user", "content": "q"}, call("a"), result("a", "REAL"),
                      {"role": "user", "content": "wait"}]
     assert changes == ["moved message 3, the result of call 'a', up to its call"]
+
+
+def test_summarize_keeps_working_when_the_newest_user_message_precedes_the_tool_loop(
+        caplog: pytest.LogCaptureFixture) -> None:
+    window = ContextWindow("gpt-4o", max_tokens=1500, system="sys", preserve_recent=2,
+                           strategies=[Summarize(extractive, preserve_recent=2)])
+    window.add({"role": "user", "content": step(0)})
+    window.add({"role": "assistant", "content": step(1)})
+    window.add({"role": "user", "content": "book the flight"})
+    applied: list[list[str]] = []
+    with caplog.at_level("WARNING", logger="ctxwindow"):
+        for turn in range(40):
+            window.add(call(f"c{turn}"))
+            window.add(result(f"c{turn}", f"flight HAT{100 + turn} costs {200 + turn} USD, seat {turn}A " * 6))
+            assert_valid(window)
+            if window.last_compaction is not None:
+                applied.append(window.last_compaction.applied)
+    assert not any("reordered" in r.getMessage() for r in caplog.records)
+    assert applied[-1] == ["summarize"]
+    assert sum(1 for m in window.messages() if str(m["content"]).startswith("[Conversation Summary]")) == 1
+
+
+def test_restore_refuses_open_calls_that_do_not_match_the_pending_group() -> None:
+    window = ContextWindow("gpt-4o", max_tokens=2000, system="sys")
+    window.add({"role": "user", "content": "hello"})
+    window.add(call("real"))
+    checkpoint = window.checkpoint("goal")
+    assert checkpoint.window_state is not None
+    broken = type(checkpoint)(goal="goal", window_state={**checkpoint.window_state, "open_calls": ["bogus"]})
+    fresh = ContextWindow("gpt-4o", max_tokens=2000, system="sys")
+    with pytest.raises(InvalidArgumentError, match="open calls"):
+        fresh.restore(broken)
+    fresh.restore(checkpoint)
+    fresh.add(result("real", "done"))
+    assert_valid(fresh)
+
+
+def test_checkpoints_do_not_share_messages_with_windows() -> None:
+    window = ContextWindow("gpt-4o", max_tokens=2000, system="sys")
+    window.add({"role": "user", "content": "hello"})
+    checkpoint = window.checkpoint("goal")
+    assert checkpoint.window_state is not None
+    restored = ContextWindow("gpt-4o", max_tokens=2000, system="sys")
+    restored.restore(checkpoint)
+    checkpoint.window_state["entries"][0]["message"]["content"] = "changed"
+    assert window.messages()[1]["content"] == "hello"
+    assert restored.messages()[1]["content"] == "hello"

@@ -11,6 +11,8 @@ this package ever outputs a tool result without its call or a call without its r
 
 from __future__ import annotations
 
+import collections
+
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -209,12 +211,18 @@ def repair_history(messages: Iterable[Mapping[str, Any]], *,
 
     messages = list(messages)
     moved: set[int] = set()
+    # Where each call's results are, in order (one pass), so finding a late result is O(1).
+    results_of: dict[str, collections.deque[int]] = {}
+    for position, item in enumerate(messages):
+        if isinstance(item, Mapping) and item.get("role") == "tool" and isinstance(item.get("tool_call_id"), str):
+            results_of.setdefault(item["tool_call_id"], collections.deque()).append(position)
 
     def close_group(reason: str, after: int) -> None:
         for call_id in list(open_calls):
-            late = next((i for i in range(after, len(messages)) if i not in moved
-                         and isinstance(messages[i], Mapping) and messages[i].get("role") == "tool"
-                         and messages[i].get("tool_call_id") == call_id), None)
+            later = results_of.get(call_id)
+            while later and later[0] < after:
+                later.popleft()
+            late = later.popleft() if later else None
             if late is not None:
                 moved.add(late)
                 body.append(dict(messages[late]))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxwindow.errors import InvalidArgumentError
+from ctxwindow.messages import copy_message
 from ctxwindow.strategies.base import Entry
 
 __all__ = ["WindowState", "entry_to_dict", "entry_from_dict"]
@@ -19,14 +20,20 @@ FORMAT = 2
 
 def entry_to_dict(entry: Entry) -> dict[str, Any]:
     """One entry as JSON-compatible data."""
-    return {"message": entry.message, "seq": entry.seq, "group": entry.group, "turn": entry.turn,
-            "pinned": entry.pinned, "original": entry.original, "kind": entry.kind}
+    return {"message": copy_message(entry.message), "seq": entry.seq, "group": entry.group,
+            "turn": entry.turn, "pinned": entry.pinned,
+            "original": copy_message(entry.original) if entry.original is not None else None,
+            "kind": entry.kind}
 
 
 def entry_from_dict(data: dict[str, Any], tokens: int) -> Entry:
     """An entry from :func:`entry_to_dict` data, with its count."""
-    return Entry(data["message"], tokens, int(data["seq"]), int(data["group"]), int(data["turn"]),
-                 bool(data["pinned"]), data.get("original"), str(data.get("kind", "message")))
+    original = data.get("original")
+    if not isinstance(data["pinned"], bool) or (original is not None and not isinstance(original, dict)):
+        raise ValueError("an entry's pinned must be a bool and its original a message dict or None")
+    return Entry(copy_message(data["message"]), tokens, int(data["seq"]), int(data["group"]),
+                 int(data["turn"]), data["pinned"], copy_message(original) if original is not None else None,
+                 str(data.get("kind", "message")))
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,15 @@ from ctxwindow.errors import (
 )
 from ctxwindow.events import EVENTS, EventBus, StatusEvent
 from ctxwindow.fidelity import key_fact_retention
-from ctxwindow.messages import PLACEHOLDER_USER, Message, check_history, copy_message, text_of, validate_message
+from ctxwindow.messages import (
+    PLACEHOLDER_USER,
+    Message,
+    check_history,
+    copy_message,
+    text_of,
+    tool_call_ids,
+    validate_message,
+)
 from ctxwindow.pressure import PressureMonitor, PressureReading
 from ctxwindow.state import WindowState, entry_from_dict, entry_to_dict
 from ctxwindow.strategies import Cascade, Entry, Notes
@@ -702,9 +710,13 @@ class ContextWindow:
         if conversation and conversation[0].get("role") != "user":
             conversation.insert(0, PLACEHOLDER_USER)
         problems = check_history(conversation + [e.message for e in pending], pending_tail=bool(pending))
-        if problems or bool(pending) != bool(state.open_calls):
+        open_calls = (set(tool_call_ids(pending[0].message))
+                      - {str(e.message.get("tool_call_id")) for e in pending[1:]}) if pending else set()
+        if open_calls != set(state.open_calls) or (pending and not open_calls):
+            problems.append("the open calls do not match the pending tool-call group")
+        if problems:
             raise InvalidArgumentError("the checkpoint's window state is not a valid conversation: "
-                                       + "; ".join(problems or ["pending calls and open calls disagree"]))
+                                       + "; ".join(problems))
 
         def load() -> None:
             self.settings = settings

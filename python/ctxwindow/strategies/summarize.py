@@ -202,12 +202,14 @@ class Summarize:
         tokens = state.count_message(message)
         # Success: apply all at once.
         replaced_seqs = {e.seq for e in chosen}
-        # The summary takes the place of the first message it replaces (after any pinned
-        # message that precedes it), so the conversation keeps its order.
-        position = next(i for i, e in enumerate(state.entries) if e is previous or e.seq in replaced_seqs)
+        # The summary takes the place of the previous summary, or else of the first message it
+        # replaces (after any pinned message that precedes it), and its seq: the conversation
+        # keeps its order.
+        first = previous if previous is not None else min(chosen, key=lambda e: e.seq)
+        position = next(i for i, e in enumerate(state.entries) if e is first)
         state.entries = [e for e in state.entries if e is not previous and e.seq not in replaced_seqs]
         state.evicted.extend(chosen)
-        seq = min(e.seq for e in chosen)
+        seq = first.seq
         state.entries.insert(position, Entry(message, tokens, seq, seq, chosen[-1].turn, kind="summary"))
         report.evicted = [e.original or e.message for e in chosen]
         report.touched = 1
