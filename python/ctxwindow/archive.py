@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["MessageArchive", "Archive", "StagedArchive", "archive_text", "retrieval_id"]
+__all__ = ["MessageArchive", "Archive", "StagedArchive", "archive_text", "put_groups", "retrieval_id"]
 
 Message = dict[str, Any]
 _WORDS = re.compile(r"\w[\w.\-/]*")
@@ -177,13 +177,19 @@ class StagedArchive:
         return self._staged
 
     def commit(self) -> None:
-        """Writes the staged groups to the real archive, oldest first. Raises
-        :class:`InvalidArgumentError` when the real archive names a group otherwise than
-        :func:`retrieval_id` (the placeholders would not resolve)."""
-        for key, messages in self._staged.items():
-            stored = self.archive.put(messages)
-            if stored != key:
-                raise InvalidArgumentError(
-                    f"the archive stored a group as {stored!r}, expected {key!r}: a MessageArchive "
-                    "must name groups by ctxwindow.archive.retrieval_id")
+        """Writes the staged groups to the real archive (:func:`put_groups`) and forgets them."""
+        put_groups(self.archive, self._staged)
         self._staged.clear()
+
+
+def put_groups(archive: MessageArchive, groups: dict[str, list[Message]]) -> None:
+    """Writes groups keyed by their retrieval id to ``archive``, oldest first. Raises
+    :class:`InvalidArgumentError` when the archive names a group otherwise than
+    :func:`retrieval_id` (the placeholders would not resolve). Groups are content-addressed, so
+    a write that fails half-way leaves only harmless copies."""
+    for key, messages in groups.items():
+        stored = archive.put(messages)
+        if stored != key:
+            raise InvalidArgumentError(
+                f"the archive stored a group as {stored!r}, expected {key!r}: a MessageArchive "
+                "must name groups by ctxwindow.archive.retrieval_id")

@@ -15,7 +15,7 @@ entries and applied in O(k), so a turn costs the same whatever the length of the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from ctxwindow.errors import ContextOverflowError
 from ctxwindow.messages import PLACEHOLDER_USER, Message, check_history
 from ctxwindow.strategies import Cascade, CompactionState, DropOldest, Entry, StrategyReport
 
-__all__ = ["CompactionResult", "Plan", "Limits", "plan_compaction", "apply_plan", "commit_archived", "settle"]
+__all__ = ["CompactionResult", "Plan", "Limits", "plan_compaction", "apply_plan", "protected_tokens", "settle"]
 
 
 @dataclass(frozen=True)
@@ -105,23 +105,28 @@ def _overflow(needed: int, limits: Limits, what: str) -> ContextOverflowError:
     return ContextOverflowError(needed, limits.real_budget, f"protected content ({what})")
 
 
+def protected_tokens(entries: Sequence[Entry], groups: set[int], limits: Limits, extra: int = 0) -> int:
+    """Counted tokens of what can never be evicted: the overhead, the protected ``groups`` and
+    ``extra`` (a tool-call group still waiting for results)."""
+    return limits.overhead + extra + sum(e.tokens for e in entries if e.group in groups)
+
+
 def plan_compaction(store: ConversationStore, cascade: Cascade, limits: Limits,
                     count_message: Callable[[Message], int], archive: MessageArchive, *,
                     answers: dict[Any, Any], awaiting: bool) -> Plan:
     """Plans and checks a compaction towards ``limits.target``; raises
     :class:`ContextOverflowError` when protected content alone exceeds the budget. Changes
     nothing: the originals the plan archives are staged in ``Plan.archived`` and written by the
-    window (:func:`commit_archived`) once its whole operation succeeded."""
+    window (:func:`ctxwindow.archive.put_groups`) once its whole operation succeeded."""
     if not cascade.strategies and store.pinned == 0:
         plan = _plan_front_cut(store, limits)
         if plan is not None:
             return plan
     entries = store.entries()
     groups = store.protected_groups(entries, limits.preserve_recent)
-    protected_tokens = limits.overhead + sum(e.tokens for e in entries if e.group in groups)
-    if protected_tokens > limits.budget:
-        raise _overflow(limits.needed(protected_tokens), limits,
-                        "system prompt, pinned, newest user and recent messages")
+    needed = protected_tokens(entries, groups, limits)
+    if needed > limits.budget:
+        raise _overflow(limits.needed(needed), limits, "system prompt, pinned, newest user and recent messages")
     protected = {e.seq: e.message for e in entries if e.pinned or e.group in groups}
     staged = StagedArchive(archive)
     stored = {e.seq: position for position, e in enumerate(entries)}
@@ -202,18 +207,9 @@ def _plan_front_cut(store: ConversationStore, limits: Limits) -> Plan | None:
 def apply_plan(store: ConversationStore, plan: Plan) -> list[Entry]:
     """Applies a checked plan to the store in one step; returns the evicted entries. The
     originals the plan archives (``plan.archived``) are written by the window when the whole
-    operation succeeds (:func:`commit_archived`)."""
+    operation succeeds (:func:`ctxwindow.archive.put_groups`)."""
     if plan.entries is None:
         store.drop_front(plan.cut, plan.cut_tokens)
     else:
         store.replace(plan.entries, plan.next_seq)
     return list(plan.evicted)
-
-
-def commit_archived(archive: MessageArchive, archived: dict[str, list[Message]]) -> None:
-    """Writes the groups that applied plans archived (retrieval id -> group) to ``archive``.
-    Groups are content-addressed, so a write that fails half-way leaves only harmless copies."""
-    staged = StagedArchive(archive)
-    for group in archived.values():
-        staged.put(group)
-    staged.commit()

@@ -20,7 +20,6 @@ a compaction that rewrites messages rebuilds the store in O(window).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from ctxwindow._native import HistorySnapshot, TokenHistory

@@ -50,10 +50,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ctxwindow._native import Tokenizer
-from ctxwindow.archive import Archive, MessageArchive
+from ctxwindow.archive import Archive, MessageArchive, put_groups
 from ctxwindow.budget import PROFILES as BUDGET_PROFILES
 from ctxwindow.budget import TokenBudget
-from ctxwindow.compaction import CompactionResult, Limits, apply_plan, commit_archived, plan_compaction
+from ctxwindow.compaction import CompactionResult, Limits, apply_plan, plan_compaction, protected_tokens
 from ctxwindow.config import PROFILES, STRATEGY_TYPES, WindowSettings, check_int, read_toml, strategy_from_spec
 from ctxwindow.conversation import ConversationStore
 from ctxwindow.errors import (
@@ -406,7 +406,7 @@ class ContextWindow:
             result = body()
             # Last step: the originals the applied plans archived (nothing was stored before).
             if self._archived:
-                commit_archived(self.archive, self._archived)
+                put_groups(self.archive, self._archived)
         except BaseException as error:
             self._store.rollback(savepoint)
             (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
@@ -537,7 +537,7 @@ class ContextWindow:
             return  # everything fits, protected content a fortiori
         entries = self._store.entries()
         groups = self._store.protected_groups(entries, self.preserve_recent)
-        protected = limits.overhead + pending + sum(e.tokens for e in entries if e.group in groups)
+        protected = protected_tokens(entries, groups, limits, pending)
         if protected > limits.budget:
             raise ContextOverflowError(limits.needed(protected), self.prompt_budget,
                                        "protected content (a tool call group still waiting for results)")
@@ -560,9 +560,12 @@ class ContextWindow:
         Idempotent: compacting a compacted window with the same settings changes nothing."""
         goal = self._compaction_target(target)
         if not force and not self._over(self.trigger):
-            total = self._total()
-            return CompactionResult([], total, total, [], reason="below trigger")
+            return self._nothing_to_do("below trigger")
         return self._transaction(lambda: self._compact("forced" if force else "compact", goal))
+
+    def _nothing_to_do(self, reason: str) -> CompactionResult:
+        total = self._total()
+        return CompactionResult([], total, total, [], reason=reason)
 
     def _compaction_target(self, target: object) -> float:
         if target is None:
@@ -575,15 +578,14 @@ class ContextWindow:
         """:meth:`compact` for async code: summaries are awaited on this event loop."""
         goal = self._compaction_target(target)
         if not force and not self._over(self.trigger):
-            total = self._total()
-            return CompactionResult([], total, total, [], reason="below trigger")
+            return self._nothing_to_do("below trigger")
         return await self._atransaction(lambda: self._compact("forced" if force else "compact", goal))
 
     def _compact(self, reason: str, target: float) -> CompactionResult:
         before = self._total()
         limits = self._limits(target)
         if before <= limits.target:
-            return CompactionResult([], before, before, [], reason="at or below target")
+            return self._nothing_to_do("at or below target")
         before_text = self._window_text() if self.measure_fidelity else None
         plan = plan_compaction(self._store, self.cascade, limits, self.tokenizer.count_message, self.archive,
                                answers=self._answers, awaiting=self._awaiting)

@@ -8,7 +8,7 @@ import functools
 import inspect
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ctxwindow.archive import Archive, MessageArchive

@@ -4,7 +4,7 @@ under its target; ``CallableStrategy`` adapts any ``(messages, budget) -> messag
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import logging
