@@ -183,17 +183,18 @@ def _last_resort(state: CompactionState, checker: FidelityGate | None) -> Strate
     be met otherwise."""
     before = state.total()
     summaries = {e.group for e in state.entries if e.kind == "summary"}
+    protected = set(state.protected_groups)
     target, reserve = state.target, 0
     start = (list(state.entries), len(state.evicted), state.next_seq)
     for _ in range(6):
-        state.protected_groups |= summaries
+        state.protected_groups = protected | summaries
         state.target = target - reserve
         DropOldest().apply(state)
         state.target = target
+        state.protected_groups = set(protected)
         if checker is not None:
             checker.check(state, "drop_oldest", last_resort=True)
         summaries |= {e.group for e in state.entries if e.kind == "summary"}
-        state.protected_groups -= summaries
         excess = state.total() - target
         if excess <= 0 or checker is None or not any(
                 not state.group_protected(g) and g[0].kind != "summary" for g in state.groups()):

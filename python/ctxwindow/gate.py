@@ -162,7 +162,8 @@ class FidelityGate:
         refused: what does not fit is reported as lost. ``room``: the tokens the section may
         grow by at most (the plan must stay within its budget)."""
         kept_messages = {id(e.message) for e in state.entries}
-        summary_index = next((i for i, e in enumerate(state.entries) if e.kind == "summary"), None)
+        summary_index = next((i for i, e in enumerate(state.entries)
+                              if e.kind == "summary" and not state.is_protected(e)), None)
         candidates: dict[str, _Fact] = {}
         for entry in self.entries:
             if id(entry.message) in kept_messages and entry.kind != "summary":
