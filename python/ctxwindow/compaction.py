@@ -202,9 +202,16 @@ def _last_resort(state: CompactionState, checker: FidelityGate | None) -> Strate
         reserve += excess
         state.entries, state.next_seq = list(start[0]), start[2]
         del state.evicted[start[1]:]
+    if state.total() > state.budget and checker is not None:
+        # The summary is too big for what is left: it gives way to its kept facts (those that fit).
+        summary = next((e for e in state.entries if e.kind == "summary" and not state.is_protected(e)), None)
+        if summary is not None:
+            state.entries = [e for e in state.entries if e is not summary]
+            state.evicted.append(summary)
+            checker.check(state, "drop_oldest", last_resort=True, room=state.budget - state.total())
     if state.total() > state.budget:
         DropOldest().apply(state)
-        if checker is not None and any(e.kind == "summary" for e in state.entries):
+        if checker is not None:
             checker.check(state, "drop_oldest", last_resort=True, room=state.budget - state.total())
     evicted = [e.original or e.message for e in state.evicted[start[1]:]]
     return StrategyReport("drop_oldest", before, state.total(), 0, evicted)

@@ -6,7 +6,7 @@ Detection is deterministic, sentence by sentence, with general rules of English 
 grammar (no word list drawn from any evaluation data):
 
 - a *standing marker*: "always", "never", "from now on", "whenever", "every time", "by default",
-  "for the rest of", "in every reply", "anymore", ...;
+  "for the rest of", "in every reply", ...;
 - *modality addressed to the agent*: "you must / should / need to / are not allowed to ...";
 - a *wish or preference of the speaker*: "I want / I'd like / I prefer / I'd rather / I don't
   like ...", "my preferred / favourite ... is";
@@ -52,7 +52,7 @@ _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 _STANDING = re.compile(
     r"\b(?:always|never|from now on|going forward|from here on|hereafter|for the rest of|every time|each time|"
     r"whenever|any ?time|at all times|by default|as a rule|no matter what|under any circumstances|ever again|"
-    r"anymore|any more|no longer|in (?:all|every|each|any|future) (?:of )?(?:your |my |our )?(?:future )?"
+    r"in (?:all|every|each|any|future) (?:of )?(?:your |my |our )?(?:future )?"
     r"(?:repl(?:y|ies)|respons(?:e|es)|answers?|messages?|emails?|output|conversations?|sessions?))\b",
     re.IGNORECASE)
 _MODAL = re.compile(
@@ -60,10 +60,13 @@ _MODAL = re.compile(
     r"can't|cannot|can not|won't|are (?:not )?(?:to|allowed to|permitted to|required to|expected to|supposed to)|"
     r"'re (?:not )?(?:to|allowed to|permitted to|supposed to|expected to))\b",
     re.IGNORECASE)
+#: A preference or a refusal of the speaker. A wish followed by "to" and a verb ("I'd like to
+#: change my flight") is a one-off request, not a rule, and is left to the other patterns.
 _WISH = re.compile(
-    r"\b(?:i|we)(?:'d| would)?(?: really| also| generally| usually| always| much)? (?:want|need you to|like|"
-    r"expect|require|prefer|rather|love|hate|dislike|don't like|do not like|don't want|do not want|"
-    r"can't stand|cannot stand|insist|ask that|do not wish)\b"
+    r"\b(?:i|we)(?:'d| would)?(?: really| also| generally| usually| always| much| just)? "
+    r"(?:(?:want|like|love)(?! to\b)|need you to|want you to|'d like you to|expect|require|prefer|rather|"
+    r"hate|dislike|don't like|do not like|don't want|do not want|can't stand|cannot stand|insist|ask that|"
+    r"do not wish|don't wish)\b"
     r"|\bmy (?:preference|preferred \w+|favou?rite \w+(?: \w+)?) (?:is|are)\b",
     re.IGNORECASE)
 _NEGATIVE_START = re.compile(
