@@ -46,7 +46,8 @@ __all__ = ["Instruction", "StandingInstructions", "detect_instructions", "is_ins
 
 INSTRUCTIONS_HEADER = "[Standing instructions from the user, in force]"
 
-_SENTENCE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9])|\n+")
+_ABBREVIATIONS = "".join(rf"(?<!\b{a}\.)" for a in ("Dr", "Mr", "Ms", "Mrs", "Prof", "St", "Sr", "Jr", "vs", "No", "Inc"))
+_SENTENCE = re.compile(rf"{_ABBREVIATIONS}(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9])|\n+")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 
 _STANDING = re.compile(
@@ -90,6 +91,10 @@ _CONDITION_START = re.compile(
 _IMPERATIVE = re.compile(
     rf"^(?:please,? |then |also,? |always |just |only |first,? )*(?:{_MANNER_VERBS}|{_ACTION_VERBS})\b",
     re.IGNORECASE)
+_YOU = re.compile(r"\byou(?:r|rs|rself)?\b", re.IGNORECASE)
+#: Leading words before an imperative's verb ("From now on, always reply ...").
+_LEAD = re.compile(r"^(?:(?:from now on|going forward|from here on|by default|as a rule|in (?:all|every|each|any) "
+                   r"\w+(?: \w+)?|always|never|please|also|and|just|only|so|then)[,]?\s+)+", re.IGNORECASE)
 _YOU_CONDITION = re.compile(r"\b(?:before|after|when|whenever|if|unless|until|once) (?:you|we)\b", re.IGNORECASE)
 #: An imperative quantified over all occasions ("Start every analysis by ...").
 _UNIVERSAL = re.compile(r"\b(?:every|each|all future)\b", re.IGNORECASE)
@@ -129,7 +134,11 @@ def is_instruction(sentence: str) -> bool:
     text = sentence.strip().strip("\"'")
     if len(text) < 8 or len(text) > 600:
         return False
-    standing = _STANDING.search(text) is not None
+    # A standing marker makes a rule only when the sentence is addressed to the agent ("you",
+    # an imperative) or states the speaker's wish: "My wife and I always ..." is narrative.
+    addressed = (_YOU.search(text) is not None or _IMPERATIVE.match(_LEAD.sub("", text)) is not None
+                 or _NEGATIVE_START.match(text) is not None)
+    standing = _STANDING.search(text) is not None and addressed
     if text.endswith("?") or _QUESTION_START.match(text):
         return standing and not _QUESTION_START.match(text)
     if standing or _MODAL.search(text) or _WISH.search(text) or _REMINDER.search(text):
