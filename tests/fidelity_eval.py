@@ -28,7 +28,6 @@ from ctxwindow.strategies import Summarize
 HERE = Path(__file__).resolve().parent
 TUNING, HELD_OUT = 0, 1
 ROUNDS = (1, 3, 5)
-DEBUG = False
 Message = dict[str, Any]
 
 
@@ -114,10 +113,7 @@ def splice_survival(data: Path, which: int, budget: int = 3000, seed: int = 7) -
                         window.add({"role": "assistant", "content": f"Round {round_}, answer {i}: nothing else."})
                     if round_ in ROUNDS:
                         kept, total = survival[kind][round_]
-                        ok = _normalized(text) in prompt_text(window)
-                        survival[kind][round_] = (kept + ok, total + 1)
-                        if not ok and DEBUG:
-                            print("LOST", kind, round_, text, [(e.seq, e.kind, e.original is None, text_of(e.message)[:80]) for e in window.entries][:3], window.messages()[1])
+                        survival[kind][round_] = (kept + (_normalized(text) in prompt_text(window)), total + 1)
             except ContextOverflowError:
                 overflowed += 1
     return SpliceResult(survival, overflowed)

@@ -31,6 +31,8 @@ from ctxwindow.errors import (
     WindowBusyError,
 )
 from ctxwindow.window import CompactionResult, ContextWindow, Usage
+from ctxwindow.gate import GateOutcome
+from ctxwindow.instructions import Instruction, StandingInstructions
 from ctxwindow.tokenizer import (
     CallableTokenizer,
     HeuristicTokenizer,
@@ -46,6 +48,9 @@ __all__ = [
     "ContextWindow",
     "CompactionResult",
     "Usage",
+    "GateOutcome",
+    "Instruction",
+    "StandingInstructions",
     "TokenHistory",
     "HistorySnapshot",
     "Tokenizer",

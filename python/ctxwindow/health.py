@@ -73,6 +73,8 @@ class HealthSnapshot:
     fidelity: float | None
     tool_result_bloat: float
     llm_compaction: bool = False
+    #: Key facts the fidelity gate could not keep in the last compaction (None: it did not run).
+    facts_lost: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,17 +124,19 @@ class HealthMonitor:
         last: CompactionResult | None = window.last_compaction
         new_compaction = window.compactions != self._compactions_seen and last is not None
         ratio = fidelity = None
+        facts_lost: int | None = None
         llm = False
         if last is not None and last.tokens_after > 0 and (last.applied or last.evicted):
             ratio = last.tokens_before / last.tokens_after
             fidelity = last.fidelity
+            facts_lost = len(last.gate.lost) if last.gate is not None else None
             llm = new_compaction and any(r.name in window.llm_strategy_names for r in last.reports if r.changed)
         snapshot = HealthSnapshot(
             turn=window.turn, timestamp=time.time(), total_tokens=usage.total, budget_tokens=usage.budget,
             utilization=usage.total / usage.budget, eviction_rate=float(evicted), compression_ratio=ratio,
             burn_rate=float(added), fidelity=fidelity,
             tool_result_bloat=usage.by_component["tool_results"] / usage.total if usage.total else 0.0,
-            llm_compaction=llm)
+            llm_compaction=llm, facts_lost=facts_lost)
         self._evicted_seen, self._added_seen = window.evicted_messages, window.tokens_added
         self._compactions_seen = window.compactions
         self.snapshots.append(snapshot)
@@ -248,6 +252,7 @@ class HealthMonitor:
             ("ctxwindow.compression.ratio", snapshot.compression_ratio, "1"),
             ("ctxwindow.burn.rate", snapshot.burn_rate, "{token}/{turn}"),
             ("ctxwindow.fidelity.key_facts", snapshot.fidelity, "1"),
+            ("ctxwindow.fidelity.facts_lost", snapshot.facts_lost, "{fact}"),
             ("ctxwindow.tool_results.share", snapshot.tool_result_bloat, "1"),
         ]
         return [{"name": name, "value": value, "unit": unit, "attributes": dict(attributes)}

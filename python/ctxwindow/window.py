@@ -820,8 +820,8 @@ class ContextWindow:
             for note in state.notes:
                 self.notes.write_note(note["category"], note["text"], note["importance"])
             self.standing_instructions.load(state.instructions)
-            self._overheads = self._with_instructions(self._with_notes(overhead))
             self._store.restore(entries, pending, state.open_calls, state.seq, state.turn)
+            self._overheads = self._with_instructions(self._with_notes(overhead))
             self._calibration = state.calibration
             self._fit()
             if state.archive is not None and isinstance(self.archive, Archive):
