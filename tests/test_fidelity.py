@@ -124,7 +124,7 @@ def test_bad_instruction_calls_are_typed_and_change_nothing() -> None:
     bad: Any = 3
     calls: list[Callable[[], object]] = [
         lambda: window.add_instruction(""), lambda: window.add_instruction(bad),
-        lambda: window.pin_instruction(7), lambda: window.remove_instruction(str(bad)),
+        lambda: window.pin_instruction(7), lambda: window.remove_instruction(bad + 0.5),
         lambda: window.add_instruction("x " * 2000, pinned=True)]
     for call in calls:
         with pytest.raises((InvalidArgumentError, InvalidTypeError, ContextOverflowError)):
