@@ -58,13 +58,17 @@ def _require() -> tuple[Any, Any, Any]:
     try:
         import dask
         import dask.dataframe as dd
-        import pandas as pd
+        import pandas as pd  # type: ignore[import-untyped]
     except ImportError as error:
         raise MissingDependencyError(
             f"ctxwindow.dask needs dask[dataframe], distributed and pyarrow ({error.name} is missing): "
             "pip install 'ctxwindow[dask]'"
         ) from error
     return dask, dd, pd
+
+
+def _pandas() -> Any:
+    return _require()[2]
 
 
 def _is_collection(value: Any, kind: str) -> bool:
@@ -102,7 +106,7 @@ def _aligned(column: Any) -> Any:
 
 
 def _score_frame(part: Any, policy: str, current_turn: int, params: Any, mapping: dict[str, str]) -> Any:
-    import pandas as pd
+    pd = _pandas()
 
     data = {ours: _aligned(part[theirs]) for ours, theirs in mapping.items()}
     values = scoring.score(policy, current_turn=current_turn, params=params, data=data, threads=1)
@@ -150,7 +154,7 @@ def _keys(values: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
 
 
 def _prepare(part: Any, scores: Any, tokens: str | None, pinned: str | None, content_type: str | None) -> Any:
-    import pandas as pd
+    pd = _pandas()
 
     values = np.ascontiguousarray(scoring._array(scores, "scores"), dtype=np.float64)
     if len(values) != len(part):
@@ -235,7 +239,7 @@ def _ties(part: Any, key: int, by_tokens: bool) -> tuple[int, int]:
 
 def _mark(part: Any, below: int | None, key: int | None, quotas: list[tuple[int, int]],
           by_tokens: bool, partition_info: dict[str, Any] | None = None) -> Any:
-    import pandas as pd
+    pd = _pandas()
 
     keys = part["key"].to_numpy()
     evictable = part["evictable"].to_numpy()
@@ -326,7 +330,7 @@ def select_evictions(
         )
     by_tokens = target_free_tokens is not None
     used = [c for c in (tokens_name, pinned_name, type_name) if c is not None]
-    import pandas as pd
+    pd = _pandas()
 
     meta = pd.DataFrame(
         {"key": np.empty(0, np.uint64), "evictable": np.empty(0, np.bool_),
@@ -402,3 +406,113 @@ def select_evictions(
             quotas.append((max(min(wanted, tied), 0), 0))
             wanted -= tied
     return marked(key, key, quotas)
+
+
+# --- a batch job: Parquet in, Parquet out ------------------------------------------------------
+
+
+def _attach(part: Any, scores: Any, evict: Any = None) -> Any:
+    out = part.assign(score=scores.to_numpy())
+    if evict is not None:
+        out["evict"] = evict.to_numpy()
+    return out
+
+
+def _write_part(part: Any, path: str, number: int, width: int) -> int:
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    table = pa.Table.from_pandas(part, preserve_index=False)
+    pq.write_table(table, f"{path}/part.{number:0{width}d}.parquet")
+    return len(part)
+
+
+def score_parquet(
+    items: str,
+    out: str,
+    *,
+    policy: str,
+    current_turn: int,
+    params: Mapping[str, Any] | None = None,
+    target_free_tokens: int | None = None,
+    ratio: float | None = None,
+    min_keep: int = 0,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: Any = None,
+) -> dict[str, int]:
+    """Score the items of the Parquet file or dataset ``items`` and write them with a float64
+    ``score`` column (and, when a stop rule is given, a bool ``evict`` column) as the Parquet
+    dataset ``out`` (a directory of one file per partition). The ``pinned`` and ``content_type``
+    columns are used by the selection when the items have them.
+
+    Runs on the Dask scheduler at ``scheduler`` (an address such as ``tcp://host:8786``) or, without
+    one, on a local cluster of ``workers`` processes (default: one per core). ``progress``, if
+    given, is called as ``progress(stage, done, total)`` as partitions finish. Returns the counts
+    ``{"items": ..., "evicted": ..., "partitions": ...}``.
+    """
+    import os
+    import time
+
+    dask, dd, _ = _require()
+    try:
+        from distributed import Client, LocalCluster, wait
+    except ImportError as error:
+        raise MissingDependencyError(
+            "ctxwindow score needs distributed: pip install 'ctxwindow[dask]'"
+        ) from error
+    import logging
+
+    def report(stage: str, futures: list[Any]) -> None:
+        while True:
+            done = sum(f.done() for f in futures)
+            if progress is not None:
+                progress(stage, done, len(futures))
+            if done == len(futures):
+                break
+            time.sleep(0.1)
+        wait(futures)
+
+    ddf = dd.read_parquet(items)
+    scores = score(ddf, policy, current_turn=current_turn, params=params)
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                               processes=True, dashboard_address=None, silence_logs=logging.ERROR)
+    try:
+        with Client(cluster if cluster is not None else scheduler) as client:
+            scores = scores.persist()
+            report("scoring", list(client.futures_of(scores)))
+            frame = ddf
+            selecting = target_free_tokens is not None or ratio is not None
+            if selecting:
+                if progress is not None:
+                    progress("selecting", 0, 1)
+                evict = select_evictions(
+                    ddf, scores,
+                    pinned="pinned" if "pinned" in ddf.columns else None,
+                    content_type="content_type" if "content_type" in ddf.columns else None,
+                    target_free_tokens=target_free_tokens, ratio=ratio, min_keep=min_keep,
+                )
+                if progress is not None:
+                    progress("selecting", 1, 1)
+                frame = dd.map_partitions(_attach, ddf, scores, evict, align_dataframes=False,
+                                          enforce_metadata=False,
+                                          meta=ddf._meta.assign(score=np.float64(0), evict=False))
+            else:
+                frame = dd.map_partitions(_attach, ddf, scores, align_dataframes=False,
+                                          enforce_metadata=False,
+                                          meta=ddf._meta.assign(score=np.float64(0)))
+            os.makedirs(out, exist_ok=True)
+            parts = frame.to_delayed()
+            width = len(str(max(len(parts) - 1, 0)))
+            writes = client.compute([dask.delayed(_write_part)(p, out, i, width) for i, p in enumerate(parts)])
+            report("writing", writes)
+            rows = sum(f.result() for f in writes)
+            evicted = 0
+            if selecting:
+                evicted = int(evict.sum().compute())
+    finally:
+        if cluster is not None:
+            cluster.close()
+    return {"items": rows, "evicted": evicted, "partitions": len(parts)}
