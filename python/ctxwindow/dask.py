@@ -329,7 +329,6 @@ def select_evictions(
             f"scores has {scores.npartitions} partitions but the frame has {ddf.npartitions}"
         )
     by_tokens = target_free_tokens is not None
-    used = [c for c in (tokens_name, pinned_name, type_name) if c is not None]
     pd = _pandas()
 
     meta = pd.DataFrame(
@@ -337,7 +336,9 @@ def select_evictions(
          **({"tokens": np.empty(0, np.int64)} if tokens_name else {})},
         index=ddf._meta.index,
     )
-    keyed = dd.map_partitions(_prepare, ddf[used], scores, tokens_name, pinned_name, type_name,
+    # The whole frame, not ddf[used]: dask lays Parquet out in fewer, larger partitions for a
+    # projection of its columns, which would pair one frame partition with several of scores.
+    keyed = dd.map_partitions(_prepare, ddf, scores, tokens_name, pinned_name, type_name,
                               meta=meta, align_dataframes=False, enforce_metadata=False).persist()
     parts = keyed.to_delayed()
     stats = dask.compute(*[dask.delayed(_stats)(p) for p in parts])
