@@ -66,8 +66,17 @@ def local_mask(scores: np.ndarray, frame: pd.DataFrame, **kw: Any) -> np.ndarray
 
 def check_selection(ddf: Any, scores: Any, frame: pd.DataFrame, local_scores: np.ndarray,
                     with_flags: bool = True, **stop: Any) -> None:
+    """Both ways to the boundary: sorting a small boundary bin on the client, and refining the
+    histograms down to one key then breaking its ties per partition."""
     flags: dict[str, Any] = {"pinned": "pinned", "content_type": "content_type"} if with_flags else {}
+    cap = cdask._CANDIDATES
+    try:
+        cdask._CANDIDATES = 0
+        refined = cdask.select_evictions(ddf, scores, **flags, **stop).compute()
+    finally:
+        cdask._CANDIDATES = cap
     got = cdask.select_evictions(ddf, scores, **flags, **stop).compute()
+    assert refined.equals(got)
     local_flags = {k: frame[v] for k, v in flags.items()}
     expected = local_mask(local_scores, frame, **local_flags, **stop)
     assert got.dtype == np.bool_ and got.name == "evict"

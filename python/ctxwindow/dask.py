@@ -48,6 +48,8 @@ SCORE_COLUMNS = (
 _BITS = 16
 _BINS = 1 << _BITS
 _FAN_IN = 8
+# A boundary bin of at most this many items is sorted on the client instead of refined further.
+_CANDIDATES = 1 << 22
 _INT64_MAX = (1 << 63) - 1
 # Keys of the ordered float64 bits: below -inf's key or above +inf's key is NaN.
 _KEY_NEG_INF = 0x000F_FFFF_FFFF_FFFF
@@ -149,8 +151,11 @@ def score(
 
 def _keys(values: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
     """Order-preserving integer keys of float64 scores (-0.0 maps to the key of 0.0)."""
-    bits = np.where(values == 0.0, 0.0, values).view(np.uint64)
-    return np.where(bits >> np.uint64(63) == 1, ~bits, bits | np.uint64(1 << 63))
+    bits = (values + 0.0).view(np.uint64)  # -0.0 + 0.0 is 0.0
+    flip = (bits.view(np.int64) >> np.int64(63)).view(np.uint64)  # all ones for negative scores
+    flip |= np.uint64(1 << 63)
+    bits ^= flip
+    return bits
 
 
 def _prepare(part: Any, scores: Any, tokens: str | None, pinned: str | None, content_type: str | None) -> Any:
@@ -219,6 +224,30 @@ def _histogram(part: Any, level: int, prefix: int, by_tokens: bool) -> tuple[Any
     bins = ((keys >> shift) & np.uint64(_BINS - 1)).astype(np.intp)
     counts = np.bincount(bins, minlength=_BINS).astype(np.int64)
     return counts, (_bin_sums(bins, tokens) if tokens is not None else None)
+
+
+def _candidates(part: Any, level: int, prefix: int, by_tokens: bool) -> tuple[Any, Any, Any]:
+    """The keys under ``prefix``, their positions in the partition and their tokens."""
+    keys = part["key"].to_numpy()
+    mask = keys >> np.uint64(64 - _BITS * level) == np.uint64(prefix)
+    if by_tokens:
+        mask &= part["evictable"].to_numpy()
+    where = np.flatnonzero(mask)
+    return keys[where], where, (part["tokens"].to_numpy()[where] if by_tokens else None)
+
+
+def _mark_cut(part: Any, key: int, last: int, offsets: list[int],
+              partition_info: dict[str, Any] | None = None) -> Any:
+    """Evictable items before (key, last) in (key, global position) order, that one included."""
+    pd = _pandas()
+    keys = part["key"].to_numpy()
+    chosen = keys < np.uint64(key)
+    offset = offsets[partition_info["number"]] if partition_info is not None else 0
+    if offset <= last < offset + len(keys):
+        chosen[: last - offset + 1] |= keys[: last - offset + 1] == np.uint64(key)
+    elif last >= offset + len(keys):
+        chosen |= keys == np.uint64(key)
+    return pd.Series(chosen & part["evictable"].to_numpy(), index=part.index, name="evict")
 
 
 def _add(*parts: tuple[Any, Any]) -> tuple[Any, Any]:
@@ -394,19 +423,41 @@ def select_evictions(
                 end = ((prefix << _BITS | b) + 1) << shift
                 return marked(None if end >= 1 << 64 else end, None, none)
         prefix = prefix << _BITS | b
-    key = prefix
-    ties = dask.compute(*[dask.delayed(_ties)(p, key, by_tokens) for p in parts])
-    quotas = []
-    for tied, tied_tokens in ties:
-        if by_tokens:
-            quotas.append((max(min(limit - count_before, tied), 0),
-                           max(min(target - tokens_before, _INT64_MAX), 0)))
-            count_before += tied
-            tokens_before += tied_tokens
-        else:
-            quotas.append((max(min(wanted, tied), 0), 0))
-            wanted -= tied
-    return marked(key, key, quotas)
+        if level + 1 < 64 // _BITS and int(counts[b]) <= _CANDIDATES:
+            break
+    else:
+        key = prefix
+        ties = dask.compute(*[dask.delayed(_ties)(p, key, by_tokens) for p in parts])
+        quotas = []
+        for tied, tied_tokens in ties:
+            if by_tokens:
+                quotas.append((max(min(limit - count_before, tied), 0),
+                               max(min(target - tokens_before, _INT64_MAX), 0)))
+                count_before += tied
+                tokens_before += tied_tokens
+            else:
+                quotas.append((max(min(wanted, tied), 0), 0))
+                wanted -= tied
+        return marked(key, key, quotas)
+    # Few items left in the boundary bin: sort them by (key, global position) here.
+    level += 1
+    found = dask.compute(*[dask.delayed(_candidates)(p, level, prefix, by_tokens) for p in parts])
+    keys = np.concatenate([np.empty(0, np.uint64), *(k for k, _, _ in found)])
+    positions = np.concatenate([np.empty(0, np.int64), *(w + offsets[i] for i, (_, w, _) in enumerate(found))])
+    order = np.lexsort((positions, keys))
+    if by_tokens:
+        tokens_in = np.concatenate([np.empty(0, np.int64), *(t for _, _, t in found)])[order]
+        before = np.cumsum(tokens_in) - tokens_in
+        taken = int(((before < min(target - tokens_before, _INT64_MAX))
+                     & (np.arange(len(order)) < min(limit - count_before, _INT64_MAX))).sum())
+    else:
+        taken = wanted
+    if taken == 0:
+        return marked(prefix << (64 - _BITS * level), None, none)
+    last = order[taken - 1]
+    series_meta = pd.Series(np.empty(0, np.bool_), name="evict", index=ddf._meta.index)
+    return keyed.map_partitions(_mark_cut, int(keys[last]), int(positions[last]), offsets,
+                                meta=series_meta, enforce_metadata=False)
 
 
 # --- a batch job: Parquet in, Parquet out ------------------------------------------------------
