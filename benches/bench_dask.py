@@ -87,24 +87,30 @@ def on_cluster(path: Path, n: int, workers: int, total_tokens: int) -> dict[str,
                       silence_logs=logging.ERROR) as cluster, Client(cluster):
         flags: dict[str, Any] = {"pinned": "pinned", "content_type": "content_type"}
         target = int(total_tokens * 0.3)
-        # End to end from Parquet: read + score + select (30% ratio) + count the evictions.
-        ddf = dd.read_parquet(str(path))
-        partitions = ddf.npartitions
-        end_to_end, evicted = timed(lambda: int(cdask.select_evictions(
-            ddf, cdask.score(ddf, "retention", current_turn=CURRENT), ratio=0.3, **flags).sum().compute()))
-        # The store in the workers' memory: scoring, then each selection.
+        source = dd.read_parquet(str(path))
+        partitions = source.npartitions
+        ddf = source
+        # The store in the workers' memory: scoring, then each selection; best of two rounds
+        # (the first also warms the workers up), each with its own scores so nothing is cached.
         ddf = ddf.persist()
         wait(ddf)
+        rounds = []
+        for turn in (CURRENT + 1, CURRENT):
 
-        def scored() -> Any:
-            persisted = cdask.score(ddf, "retention", current_turn=CURRENT).persist()
-            wait(persisted)
-            return persisted
+            def scored(turn: int = turn) -> Any:
+                persisted = cdask.score(ddf, "retention", current_turn=turn).persist()
+                wait(persisted)
+                return persisted
 
-        score_s, scores = timed(scored)
-        ratio_s, chosen = timed(lambda: int(cdask.select_evictions(ddf, scores, ratio=0.3, **flags).sum().compute()))
-        target_s, _ = timed(lambda: int(cdask.select_evictions(ddf, scores, target_free_tokens=target,
-                                                               **flags).sum().compute()))
+            score_s, scores = timed(scored)
+            ratio_s, chosen = timed(lambda: int(cdask.select_evictions(ddf, scores, ratio=0.3, **flags).sum().compute()))
+            target_s, _ = timed(lambda: int(cdask.select_evictions(ddf, scores, target_free_tokens=target,
+                                                                   **flags).sum().compute()))
+            rounds.append((score_s, ratio_s, target_s))
+        score_s, ratio_s, target_s = (min(r[i] for r in rounds) for i in range(3))
+        # End to end from Parquet (warm workers): read + score + select (30% ratio) + count.
+        end_to_end, evicted = timed(lambda: int(cdask.select_evictions(
+            source, cdask.score(source, "retention", current_turn=CURRENT), ratio=0.3, **flags).sum().compute()))
         assert chosen == evicted
         del ddf, scores
         # Scheduling: no-op tasks over many partitions.

@@ -151,11 +151,16 @@ def score(
 
 def _keys(values: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
     """Order-preserving integer keys of float64 scores (-0.0 maps to the key of 0.0)."""
-    bits = (values + 0.0).view(np.uint64)  # -0.0 + 0.0 is 0.0
-    flip = (bits.view(np.int64) >> np.int64(63)).view(np.uint64)  # all ones for negative scores
-    flip |= np.uint64(1 << 63)
-    bits ^= flip
-    return bits
+    keys = np.add(values, 0.0).view(np.uint64)  # -0.0 + 0.0 is 0.0
+    signed = keys.view(np.int64)
+    flip = np.empty(max(min(len(keys), 1 << 16), 1), dtype=np.int64)
+    for start in range(0, len(keys), len(flip)):  # in cache-sized blocks, one temporary
+        block = signed[start:start + len(flip)]
+        mask = flip[:len(block)]
+        np.right_shift(block, 63, out=mask)  # all ones for negative scores, else zero
+        np.bitwise_or(mask, np.int64(-(1 << 63)), out=mask)
+        np.bitwise_xor(block, mask, out=block)
+    return keys
 
 
 def _prepare(part: Any, scores: Any, tokens: str | None, pinned: str | None, content_type: str | None) -> Any:
@@ -178,7 +183,7 @@ def _prepare(part: Any, scores: Any, tokens: str | None, pinned: str | None, con
     out = {"key": _keys(values), "evictable": evictable}
     if tokens is not None:
         out["tokens"] = scoring._int_column(part[tokens], "tokens")
-    return pd.DataFrame(out, index=part.index)
+    return pd.DataFrame(out, index=part.index, copy=False)
 
 
 def _stats(part: Any) -> tuple[int, int, int, int]:
