@@ -8,14 +8,16 @@ frame's index. :func:`select_evictions` returns a boolean Series, ``True`` for t
 :func:`ctxwindow.scoring.select_evictions` selects on the same data collected on one machine,
 computed without collecting the store: the scores' order-preserving 64-bit keys are persisted on
 the workers, per-partition histograms of 16 key bits at a time (summed in a tree on the cluster)
-narrow the global boundary key down to one value, and an exact pass over the items at that key
-breaks ties by global position (the row order of the frame). The eviction order is by score, then
-position, so the selected rows sorted that way are the local result.
+find the histogram bin that holds the global boundary, and once that bin holds at most 2^22 items
+they are sorted on the client by (key, global position) to place the boundary exactly; if a bin
+that small is never reached, the histograms narrow the boundary down to one key and a pass over
+the items at that key breaks ties by global position (the row order of the frame). The eviction
+order is by score, then position, so the selected rows sorted that way are the local result.
 
-Passes over the persisted keys: one for the partition lengths and input checks, at most four
-histogram passes (fewer when the boundary falls on a histogram bin's edge), one for the ties at
-the boundary key, and the lazy marking pass. Memory per worker: 17 bytes per item of its own
-partitions plus 1 MB per histogram task.
+Passes over the persisted keys: one for the partition lengths and input checks, one histogram
+pass per 16 bits needed (one at typical sizes, at most four), one for the boundary bin's items or
+the ties at the boundary key, and the lazy marking pass. Memory per worker: 17 bytes per item of
+its own partitions plus 1 MB per histogram task; the client holds at most 2^22 candidates.
 """
 
 from __future__ import annotations
