@@ -16,7 +16,7 @@ FFI_LIB := target/release/libctxwindow.a
 C_TESTS := $(patsubst tests/c/%.c,tests/c/bin/%,$(wildcard tests/c/*.c))
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
 
-.PHONY: demo test build rust-test c-test py-test lint header bench soak clean
+.PHONY: demo test build rust-test c-test py-test lint header bench bench-dask soak clean
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,12 @@ bench: build
 	$(BIN)/python benches/bench_window.py
 	$(BIN)/python benches/bench_checkpoint.py
 	$(BIN)/python benches/bench_fidelity.py
+	$(BIN)/python benches/embed_results.py
+
+# ctxwindow.dask on local clusters of 1 and 2 workers, 10^8 generated items (ITEMS=... for another size).
+ITEMS ?= 100000000
+bench-dask: build
+	$(BIN)/python benches/bench_dask.py $(ITEMS)
 	$(BIN)/python benches/embed_results.py
 
 clean:

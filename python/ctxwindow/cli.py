@@ -1,4 +1,4 @@
-"""The command line: ``ctxwindow replay`` and ``ctxwindow count``.
+"""The command line: ``ctxwindow replay``, ``ctxwindow count`` and ``ctxwindow score``.
 
 ``ctxwindow replay [FILE]`` replays a recorded conversation or agent trajectory through a
 :class:`~ctxwindow.ContextWindow` message by message, with a progress bar, a table of events
@@ -6,6 +6,9 @@
 unmanaged, peak utilization, overflows, pairing check, key-fact retention, time spent managing
 per turn) and optionally a plot and a JSON report. Without FILE it replays a bundled tau-bench
 trajectory. ``ctxwindow count FILE`` prints exact tokens per message, per role and per component.
+``ctxwindow score ITEMS.parquet --policy P --current-turn N --out SCORES.parquet`` scores a store of
+items on Dask (a local cluster, or ``--scheduler ADDRESS``) and writes them with ``score`` (and
+``evict`` with ``--select-target-tokens`` or ``--select-ratio``); see :func:`ctxwindow.dask.score_parquet`.
 
 Formats: OpenAI chat JSON (a list of messages, or ``{"messages": [...]}``) or JSONL (one message a
 line), tau-bench JSON (a list of records with ``traj``; ``--index`` picks one), SWE-agent
@@ -396,6 +399,37 @@ def _cmd_count(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_score(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from ctxwindow.dask import score_parquet
+
+    console = Console(stderr=True)
+    with Progress(console=console, transient=True, disable=args.quiet) as progress:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = progress.add_task(stage, total=total)
+            progress.update(tasks[stage], completed=done, total=total)
+
+        try:
+            counts = score_parquet(
+                args.items, args.out, policy=args.policy, current_turn=args.current_turn,
+                target_free_tokens=args.select_target_tokens, ratio=args.select_ratio,
+                min_keep=args.min_keep, scheduler=args.scheduler, workers=args.workers,
+                progress=update,
+            )
+        except (OSError, TimeoutError) as error:
+            raise UsageError(f"{type(error).__name__}: {' '.join(str(error).split())}") from error
+    if not args.quiet:
+        selected = f", {counts['evicted']:,} to evict" if args.select_target_tokens is not None or \
+            args.select_ratio is not None else ""
+        console.print(f"{counts['items']:,} items scored in {counts['partitions']} partitions{selected}: {args.out}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctxwindow", description="Keep an LLM agent's context window inside its budget.")
     parser.add_argument("--version", action="version", version=f"ctxwindow {__version__}")
@@ -420,6 +454,18 @@ def _parser() -> argparse.ArgumentParser:
     count_cmd.add_argument("--model", default="gpt-4o")
     count_cmd.add_argument("--index", type=int, default=0)
     count_cmd.add_argument("--json", action="store_true", help="print JSON")
+    score_cmd = commands.add_parser("score", help="score (and select evictions from) a Parquet store of items on Dask")
+    score_cmd.add_argument("items", help="Parquet file or dataset of items (columns as ctxwindow.scoring names them)")
+    score_cmd.add_argument("--policy", default="hybrid", choices=["retention", "fifo", "lru", "priority", "type_ttl", "hybrid"])
+    score_cmd.add_argument("--current-turn", type=int, required=True)
+    score_cmd.add_argument("--out", required=True, help="output Parquet dataset (a directory)")
+    select = score_cmd.add_mutually_exclusive_group()
+    select.add_argument("--select-target-tokens", type=int, help="mark evictions freeing this many tokens")
+    select.add_argument("--select-ratio", type=float, help="mark evictions of this share of the items")
+    score_cmd.add_argument("--min-keep", type=int, default=0, help="keep at least this many items")
+    score_cmd.add_argument("--scheduler", help="address of a Dask scheduler (default: a local cluster)")
+    score_cmd.add_argument("--workers", type=int, help="local cluster's worker processes (default: one per core)")
+    score_cmd.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     return parser
 
 
@@ -429,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "replay":
             return _cmd_replay(args)
+        if args.command == "score":
+            return _cmd_score(args)
         return _cmd_count(args)
     except ContextOverflowError as error:
         print(f"ctxwindow: budget too small: {error}", file=sys.stderr)
