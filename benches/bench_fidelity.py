@@ -84,8 +84,8 @@ def main() -> None:
                  *[str(splice[name].overflowed) for name in HALVES], "counted"])
     canaries = fe.canary_survival(SHARED_DATA)
     for name, which in HALVES.items():
-        kept = [all(v) for key, v in canaries[5].items() if int(key.split(":")[0]) % 2 == which]
-        payload.setdefault("canaries_after_5", {})[name] = [sum(kept), len(kept)]
+        survived = [all(v) for key, v in canaries[5].items() if int(key.split(":")[0]) % 2 == which]
+        payload.setdefault("canaries_after_5", {})[name] = [sum(survived), len(survived)]
     rows.append(["canaries after 5 rounds", *[f"{a}/{b}" for a, b in payload["canaries_after_5"].values()], "100%"])
     for budget, target in ((2000, "90%"), (4000, "98%")):
         results = {name: fe.tau_ids(SHARED_DATA, budget, which) for name, which in HALVES.items()}
