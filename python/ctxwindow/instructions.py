@@ -46,8 +46,9 @@ __all__ = ["Instruction", "StandingInstructions", "detect_instructions", "is_ins
 
 INSTRUCTIONS_HEADER = "[Standing instructions from the user, in force]"
 
-_ABBREVIATIONS = "".join(rf"(?<!\b{a}\.)" for a in ("Dr", "Mr", "Ms", "Mrs", "Prof", "St", "Sr", "Jr", "vs", "No", "Inc"))
-_SENTENCE = re.compile(rf"{_ABBREVIATIONS}(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9])|\n+")
+_SENTENCE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9])|\n+")
+#: A fragment ending so did not end a sentence ("Dr. Morgan").
+_ABBREVIATION = re.compile(r"\b(?:Dr|Mr|Ms|Mrs|Prof|St|Sr|Jr|vs|No|Inc)\.$")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 
 _STANDING = re.compile(
@@ -121,11 +122,17 @@ _SINGLE_VALUED_PREPOSITIONS = frozenset(("in", "as"))
 
 def split_sentences(text: str) -> list[str]:
     """The sentences of ``text``: split at sentence ends and line breaks, bullets stripped."""
-    sentences = []
+    sentences: list[str] = []
+    glued = False
     for part in _SENTENCE.split(text):
-        part = _BULLET.sub("", part).strip()
-        if part:
-            sentences.append(part)
+        part = part.strip()
+        if glued and part:
+            sentences[-1] += " " + part
+        else:
+            part = _BULLET.sub("", part)
+            if part:
+                sentences.append(part)
+        glued = bool(sentences) and bool(part) and _ABBREVIATION.search(sentences[-1]) is not None
     return sentences
 
 
