@@ -88,20 +88,32 @@ def json_values(text: str) -> str:
     return "\n".join(values)
 
 
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
 def fact_present(fact: str, text: str) -> bool:
     """Whether ``fact`` occurs in ``text`` as a whole token: "42" is not present in "1423",
     "4.2" or "v42", and "HAT17" is not present in "HAT170"; a fact that starts or ends with a
     non-word character ("./run.sh", a quoted sentence) only needs that end to match."""
-    start = text.find(fact)
-    if start < 0:
+    if not fact:
         return False
-    head = r"(?<![\w])" if fact[:1].isalnum() or fact[:1] == "_" else ""
-    tail = r"(?![\w])" if fact[-1:].isalnum() or fact[-1:] == "_" else ""
-    if fact[:1].isdigit():
-        head += r"(?<!\d[.,])"
-    if fact[-1:].isdigit():
-        tail += r"(?![.,]\d)"
-    return re.search(head + re.escape(fact) + tail, text[max(start - 2, 0):]) is not None
+    head_word, tail_word = _word(fact[0]), _word(fact[-1])
+    head_digit, tail_digit = fact[0].isdigit(), fact[-1].isdigit()
+    start = text.find(fact)
+    while start >= 0:
+        end = start + len(fact)
+        before = text[start - 1] if start else ""
+        after = text[end] if end < len(text) else ""
+        ok = not (head_word and before and _word(before)) and not (tail_word and after and _word(after))
+        if ok and head_digit and before in (".", ",") and start >= 2 and text[start - 2].isdigit():
+            ok = False  # "42" inside "4.42"
+        if ok and tail_digit and after in (".", ",") and end + 1 < len(text) and text[end + 1].isdigit():
+            ok = False  # "42" inside "42.5"
+        if ok:
+            return True
+        start = text.find(fact, start + 1)
+    return False
 
 
 @dataclass(frozen=True)

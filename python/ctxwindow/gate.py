@@ -47,6 +47,8 @@ GOAL = "Goal:"
 REQUIRED_TIER = 1
 _ORIGINALS = re.compile(r"\n?\(originals: retrieval id [^)]*\)\s*$")
 _MAX_FACT_CHARS = 200
+_WORDS = re.compile(r"\w+")
+_ONE_WORD = re.compile(r"\w+")
 _RETRIEVAL_ID = re.compile(r"ctx-[0-9a-f]{16}|^[0-9a-f]{16}$|retrieval id")
 
 
@@ -204,8 +206,16 @@ class FidelityGate:
             else:
                 parts.append(_message_text(entry.message))
         text = "\n".join(parts)
-        missing = sorted((f for f in candidates.values() if not fact_present(f.value, text)),
-                         key=lambda f: f.order)
+        words = set(_WORDS.findall(text))
+
+        def present(value: str) -> bool:
+            # A one-word fact absent from the text's words is absent (one set lookup); the
+            # others are searched.
+            if _ONE_WORD.fullmatch(value) and value not in words:
+                return False
+            return fact_present(value, text)
+
+        missing = sorted((f for f in candidates.values() if not present(f.value)), key=lambda f: f.order)
         cap = self.cap
         if room is not None and summary_index is not None:
             current = str(state.entries[summary_index].message.get("content") or "")
