@@ -1,5 +1,11 @@
 """Checkpoints: round trips, stale rejection, concurrent writers (threads and processes), crash
-safety under SIGKILL, corrupt files, the resume prompt, and window checkpoint / resume."""
+safety under SIGKILL, corrupt files, the resume prompt, and window checkpoint / resume.
+
+One suite over the file, SQLite and PostgreSQL stores (the ``store`` fixture; the PostgreSQL
+server is a throwaway cluster started once per run, see ``tests/pg_server.py``, each test in its
+own schema). The file store has no archive and no schema, so the archive and schema tests run
+over SQLite and PostgreSQL only; PostgreSQL adds server faults (restarts in the middle of a save
+and of its COMMIT)."""
 
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +34,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwindow import (
+    CheckpointCommitUnknownError,
     CheckpointCorruptError,
+    CheckpointStoreError,
     ContextWindow,
     InvalidArgumentError,
     InvalidTypeError,
@@ -37,8 +45,10 @@ from ctxwindow import (
 )
 from ctxwindow.archive import Archive, MessageArchive, retrieval_id
 from ctxwindow.checkpoint import (
+    PG_SCHEMA_VERSION,
     SQL_SCHEMA_VERSION,
     FileCheckpointStore,
+    PostgresCheckpointStore,
     SQLiteCheckpointStore,
     Subtask,
     TaskCheckpoint,
@@ -46,16 +56,59 @@ from ctxwindow.checkpoint import (
 )
 from ctxwindow.strategies import Summarize
 
+from .pg_server import PostgresServer
 from .test_window import call, check_valid, result
 
-Store = FileCheckpointStore | SQLiteCheckpointStore
+Store = FileCheckpointStore | SQLiteCheckpointStore | PostgresCheckpointStore
+DatabaseStore = SQLiteCheckpointStore | PostgresCheckpointStore
+KINDS = ["file", "sqlite", "postgres"]
 
 
-@pytest.fixture(params=["file", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    if request.param == "file":
-        return FileCheckpointStore(tmp_path / "checkpoints", keep=3)
-    return SQLiteCheckpointStore(tmp_path / "checkpoints.db", keep=3)
+def make_store(kind: str, folder: Path, keep: int, server: PostgresServer | None = None,
+               dsn: str | None = None) -> Store:
+    """A store of ``kind``; for PostgreSQL on ``dsn`` or else a new schema of ``server``."""
+    if kind == "file":
+        return FileCheckpointStore(folder / "checkpoints", keep=keep)
+    if kind == "sqlite":
+        return SQLiteCheckpointStore(folder / "checkpoints.db", keep=keep)
+    assert server is not None or dsn is not None
+    return PostgresCheckpointStore(dsn or server.new_schema(), keep=keep, timeout=20)  # type: ignore[union-attr]
+
+
+def close(store: Store) -> None:
+    if isinstance(store, PostgresCheckpointStore):
+        store.close()
+
+
+def server_for(request: pytest.FixtureRequest, kind: str) -> PostgresServer | None:
+    server: PostgresServer | None = request.getfixturevalue("postgres_server") if kind == "postgres" else None
+    return server
+
+
+@pytest.fixture(params=KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    opened = make_store(request.param, tmp_path, 3, server_for(request, request.param))
+    yield opened
+    close(opened)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], DatabaseStore]]:
+    """Opens stores (each call a new one, as after a restart) on one SQLite file or one
+    PostgreSQL schema: the stores with an archive."""
+    server = server_for(request, request.param)
+    dsn = server.new_schema() if server else None
+    opened: list[DatabaseStore] = []
+
+    def open_store() -> DatabaseStore:
+        store = make_store(request.param, tmp_path, 20, dsn=dsn)
+        assert not isinstance(store, FileCheckpointStore)
+        opened.append(store)
+        return store
+
+    yield open_store
+    for store in opened:
+        close(store)
 
 
 texts = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=40)
@@ -140,8 +193,9 @@ def test_concurrent_writers_in_threads_lose_no_update(store: Store) -> None:
 
 WRITER = textwrap.dedent("""
     import sys
-    from ctxwindow.checkpoint import SQLiteCheckpointStore, StaleCheckpointError
-    store = SQLiteCheckpointStore(sys.argv[1])
+    from ctxwindow.checkpoint import PostgresCheckpointStore, SQLiteCheckpointStore, StaleCheckpointError
+    kind, location = sys.argv[4], sys.argv[1]
+    store = SQLiteCheckpointStore(location) if kind == "sqlite" else PostgresCheckpointStore(location)
     for _ in range(int(sys.argv[3])):
         while True:
             checkpoint = store.load("s")
@@ -154,22 +208,29 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def test_concurrent_writers_in_processes_lose_no_update(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
-    store = SQLiteCheckpointStore(path)
+@pytest.mark.parametrize("kind, processes, saves", [("sqlite", 4, 15), ("postgres", 8, 50)])
+def test_concurrent_writers_in_processes_lose_no_update(request: pytest.FixtureRequest, tmp_path: Path, kind: str,
+                                                        processes: int, saves: int) -> None:
+    """Load-modify-save with retry on StaleCheckpointError from many processes on one session."""
+    server = server_for(request, kind)
+    location = server.new_schema() if server else str(tmp_path / "shared.db")
+    store = open_kind(kind, location, keep=20)
     store.save(TaskCheckpoint(goal="count"), "s")
-    processes = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"p{i}", "15"]) for i in range(4)]
-    assert all(p.wait(timeout=120) == 0 for p in processes)
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, location, f"p{i}", str(saves), kind])
+               for i in range(processes)]
+    assert all(p.wait(timeout=120) == 0 for p in writers)
     final = store.load("s")
-    assert final is not None and final.version == 61 and len(final.learnings) == 60
-    assert sorted(set(final.learnings)) == ["p0", "p1", "p2", "p3"]
+    close(store)
+    assert final is not None and final.version == processes * saves + 1  # 0 lost updates
+    assert sorted(final.learnings) == sorted(f"p{i}" for i in range(processes) for _ in range(saves))
 
 
 CRASHER = textwrap.dedent("""
     import sys
-    from ctxwindow.checkpoint import FileCheckpointStore, SQLiteCheckpointStore, TaskCheckpoint
+    from ctxwindow.checkpoint import FileCheckpointStore, PostgresCheckpointStore, SQLiteCheckpointStore, TaskCheckpoint
     kind, path = sys.argv[1], sys.argv[2]
-    store = FileCheckpointStore(path, keep=3) if kind == "file" else SQLiteCheckpointStore(path, keep=3)
+    store = {"file": FileCheckpointStore, "sqlite": SQLiteCheckpointStore,
+             "postgres": PostgresCheckpointStore}[kind](path, keep=3)
     checkpoint = store.load("s") or TaskCheckpoint(goal="survive")
     while True:
         checkpoint.learnings.append("x" * 200)
@@ -178,8 +239,17 @@ CRASHER = textwrap.dedent("""
 """)
 
 
-def kill_trials(kind: str, path: Path, trials: int, seed: int) -> tuple[int, int]:
-    """Kills a writer at random moments; returns (bad loads, trials)."""
+def open_kind(kind: str, location: str | Path, keep: int = 3) -> Store:
+    if kind == "file":
+        return FileCheckpointStore(location, keep=keep)
+    if kind == "sqlite":
+        return SQLiteCheckpointStore(location, keep=keep)
+    return PostgresCheckpointStore(str(location), keep=keep)
+
+
+def kill_trials(kind: str, path: str | Path, trials: int, seed: int) -> tuple[int, int]:
+    """Kills a writer (SIGKILL) at random moments, mostly in the middle of a save's transaction;
+    returns (bad loads, trials). ``path`` is a folder, a file or a PostgreSQL connection string."""
     rng = random.Random(seed)
     bad = 0
     for _ in range(trials):
@@ -192,16 +262,19 @@ def kill_trials(kind: str, path: Path, trials: int, seed: int) -> tuple[int, int
         acknowledged = [int(first)] + [int(line) for line in writer.stdout.read().split()]
         writer.stdout.close()
         writer.wait()
-        store = FileCheckpointStore(path, keep=3) if kind == "file" else SQLiteCheckpointStore(path, keep=3)
+        store = open_kind(kind, path)
         loaded = store.load("s")
+        close(store)
         if loaded is None or loaded.version < acknowledged[-1] or len(loaded.learnings) != loaded.version:
             bad += 1
     return bad, trials
 
 
-@pytest.mark.parametrize("kind", ["file", "sqlite"])
-def test_sigkill_during_saves_never_loses_an_acknowledged_version(tmp_path: Path, kind: str) -> None:
-    path = tmp_path / ("store" if kind == "file" else "store.db")
+@pytest.mark.parametrize("kind", KINDS)
+def test_sigkill_during_saves_never_loses_an_acknowledged_version(request: pytest.FixtureRequest, tmp_path: Path,
+                                                                  kind: str) -> None:
+    server = server_for(request, kind)
+    path = server.new_schema() if server else tmp_path / ("store" if kind == "file" else "store.db")
     bad, trials = kill_trials(kind, path, trials=12, seed=7)
     assert bad == 0, f"{bad} of {trials} loads lost or corrupt"
 
@@ -335,6 +408,13 @@ def damage_version(store: Store, session: str, version: int, damage: bytes) -> N
     if isinstance(store, FileCheckpointStore):
         (store.directory / session / f"v{version:08d}.json").write_bytes(damage)
         return
+    if isinstance(store, PostgresCheckpointStore):
+        with store.pool.connection() as connection:
+            cursor = connection.execute(
+                "UPDATE ctxwindow_checkpoints SET data = %s WHERE session_id = %s AND version = %s",
+                (damage, session, version))
+            assert cursor.rowcount == 1
+        return
     with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as connection:
         changed = connection.execute("UPDATE checkpoints SET data = ? WHERE session_id = ? AND version = ?",
                                      (damage, session, version)).rowcount
@@ -345,6 +425,10 @@ def stored_documents(store: Store, session: str) -> dict[int, bytes]:
     """The version documents the store reads (not those set aside), by version."""
     if isinstance(store, FileCheckpointStore):
         return {int(path.name[1:9]): path.read_bytes() for path in (store.directory / session).glob("v*.json")}
+    if isinstance(store, PostgresCheckpointStore):
+        with store.pool.connection() as connection:
+            return {version: bytes(data) for version, data in connection.execute(
+                "SELECT version, data FROM ctxwindow_checkpoints WHERE session_id = %s", (session,))}
     with contextlib.closing(sqlite3.connect(store.path)) as connection:
         rows = connection.execute("SELECT version, data FROM checkpoints WHERE session_id = ?", (session,))
         return {version: data if isinstance(data, bytes) else data.encode() for version, data in rows}
@@ -353,15 +437,14 @@ def stored_documents(store: Store, session: str) -> dict[int, bytes]:
 def set_aside_versions(store: Store, session: str) -> list[int]:
     if isinstance(store, FileCheckpointStore):
         return sorted(int(path.name[1:9]) for path in (store.directory / session).glob("v*.json.corrupt"))
+    if isinstance(store, PostgresCheckpointStore):
+        with store.pool.connection() as connection:
+            return [row[0] for row in connection.execute(
+                "SELECT version FROM ctxwindow_corrupt_checkpoints WHERE session_id = %s ORDER BY version",
+                (session,))]
     with contextlib.closing(sqlite3.connect(store.path)) as connection:
         return [row[0] for row in connection.execute(
             "SELECT version FROM corrupt_checkpoints WHERE session_id = ? ORDER BY version", (session,))]
-
-
-def make_store(kind: str, folder: Path, keep: int) -> Store:
-    if kind == "file":
-        return FileCheckpointStore(folder / "checkpoints", keep=keep)
-    return SQLiteCheckpointStore(folder / "checkpoints.db", keep=keep)
 
 
 def test_saves_succeed_after_load_fell_back_from_a_corrupt_newest_version(store: Store) -> None:
@@ -435,15 +518,17 @@ OPERATIONS = st.lists(st.sampled_from(["load", "load_and_save", "save_older", "c
                       min_size=1, max_size=20)
 
 
-@pytest.mark.parametrize("kind", ["file", "sqlite"])
+@pytest.mark.parametrize("kind", KINDS)
 @given(operations=OPERATIONS, damage=st.sampled_from(DAMAGES))
-@settings(max_examples=60, deadline=None)
-def test_versioning_with_corrupt_versions_property(kind: str, operations: list[str], damage: bytes) -> None:
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_versioning_with_corrupt_versions_property(request: pytest.FixtureRequest, kind: str, operations: list[str],
+                                                   damage: bytes) -> None:
     """Load returns the newest good version; saving the newest good checkpoint succeeds; saving
     an older one raises StaleCheckpointError and writes nothing; versions strictly increase."""
     keep = 3
-    with tempfile.TemporaryDirectory() as folder:
-        store = make_store(kind, Path(folder), keep)
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as cleanup:
+        store = make_store(kind, Path(folder), keep, server_for(request, kind))
+        cleanup.callback(close, store)
         good: list[int] = []  # the model: good versions the store holds, ascending
         written: list[int] = []
         held = [TaskCheckpoint(goal="fresh")]  # checkpoints obtained earlier, as they were then
@@ -697,6 +782,8 @@ def test_sqlite_store_bad_input_raises_typed_errors_and_changes_nothing(tmp_path
     for kind in ("file", "sqlite"):
         with pytest.raises(InvalidArgumentError, match="keep"):
             make_store(kind, tmp_path, keep=0)
+    with pytest.raises(InvalidArgumentError, match="keep"):
+        PostgresCheckpointStore("host=/nonexistent", keep=0)
 
 
 # --- the module imports on Windows (no fcntl there) ------------------------------------------
