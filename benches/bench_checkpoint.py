@@ -23,6 +23,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -105,13 +106,16 @@ def main() -> None:
         run(Path(temporary), server.new_schema, arguments.trials, arguments.seconds)
 
 
-def run(folder: Path, new_schema: Any, trials: int, seconds: float) -> None:
+def run(folder: Path, new_schema: Callable[[], str], trials: int, seconds: float) -> None:
     results: dict[str, Any] = {"clients": "processes, one session each", "throughput_seconds": seconds}
     table = [["store", "save + load median", "p99", *[f"saves/s, {n} client{'s' if n > 1 else ''}" for n in CLIENTS],
               "SIGKILL trials", "lost or corrupt loads"]]
     for kind in ("file", "sqlite", "postgres"):
-        def location(name: str) -> str:
-            return {"file": str(folder / name), "sqlite": str(folder / f"{name}.db"), "postgres": new_schema()}[kind]
+        def location(name: str, kind: str = kind) -> str:
+            """Where a store of ``kind`` keeps its checkpoints: a folder, a file or a new schema."""
+            if kind == "postgres":
+                return new_schema()
+            return str(folder / (name if kind == "file" else f"{name}.db"))
 
         store = open_kind(kind, location("latency"), keep=20)
         median, p99 = latency_ms(store)
