@@ -1073,3 +1073,21 @@ def test_postgres_restarts_during_saves_lose_or_half_write_nothing(
     print(f"{len(acknowledged) - 1} saves acknowledged, {len(errors)} failed:", sorted({type(e).__name__ for e in errors}))
     assert final is not None and final.version >= acknowledged[-1] and len(final.learnings) == final.version
     assert len(acknowledged) > 10
+
+
+@given(before=texts, word=st.from_regex(r"[a-z][a-z0-9]{0,9}", fullmatch=True), after=st.lists(texts, max_size=3))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_archive_round_trips_any_text_and_finds_its_words_property(
+        open_database: Callable[[], DatabaseStore], before: str, word: str, after: list[str]) -> None:
+    """Any text (NUL characters included) comes back exactly; a word it contains finds it."""
+    store = open_database()
+    session = f"s{uuid.uuid4().hex}"
+    group = [{"role": "user", "content": f"{before} {word} {before}"}, *[{"role": "assistant", "content": a}
+                                                                        for a in after]]
+    archive = store.session_archive(session)
+    group_id = archive.put(group)
+    assert group_id == retrieval_id(group) and archive.get(group_id) == group
+    assert (group_id, group) in archive.search(word)
+    row_ids = store.archive(session, group[:1])
+    assert store.get(row_ids[0]) == group[0] and store.search(session, word)
+    close(store)
