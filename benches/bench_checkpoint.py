@@ -2,8 +2,9 @@
 
 - SIGKILL trials per store (a writer killed at a random moment while saving in a loop; a load
   must return a complete version no older than the last one acknowledged): 1000 by default.
-- save + load of a typical checkpoint, one client: median and p99 over 300 rounds, with fsync
-  (file and SQLite fsync every write; PostgreSQL runs with fsync and synchronous_commit on).
+- save + load of a typical checkpoint, one client: median and p99 over 300 rounds, the stores
+  taking turns round by round, with fsync (file and SQLite fsync every write; PostgreSQL runs
+  with fsync and synchronous_commit on).
 - saves per second with 1, 4 and 16 concurrent clients, each a separate *process* (as agents
   are) with its own session, saving in a loop for a fixed time; PostgreSQL next to SQLite.
 
@@ -48,17 +49,22 @@ def typical() -> TaskCheckpoint:
         summary="The agent inventoried the endpoints and started on token refresh. " * 20)
 
 
-def latency_ms(store: Any, rounds: int = 300) -> tuple[float, float]:
-    """(median, p99) of one save followed by one load, in ms."""
-    checkpoint = typical()
-    samples = []
+def latency_ms(stores: dict[str, Any], rounds: int = 300) -> dict[str, tuple[float, float]]:
+    """(median, p99) of one save followed by one load, in ms, per store. The stores take turns
+    round by round, so that a busy disk or CPU slows them alike and their ratios stay fair."""
+    checkpoints = {kind: typical() for kind in stores}
+    samples: dict[str, list[float]] = {kind: [] for kind in stores}
     for _ in range(rounds + 20):
-        started = time.perf_counter()
-        store.save(checkpoint, "bench")
-        store.load("bench")
-        samples.append((time.perf_counter() - started) * 1e3)
-    samples = sorted(samples[20:])  # the first rounds warm up the connection and caches
-    return statistics.median(samples), samples[min(len(samples) - 1, round(0.99 * len(samples)))]
+        for kind, store in stores.items():
+            started = time.perf_counter()
+            store.save(checkpoints[kind], "bench")
+            store.load("bench")
+            samples[kind].append((time.perf_counter() - started) * 1e3)
+    figures = {}
+    for kind, values in samples.items():
+        values = sorted(values[20:])  # the first rounds warm up connections and caches
+        figures[kind] = statistics.median(values), values[min(len(values) - 1, round(0.99 * len(values)))]
+    return figures
 
 
 CLIENT = textwrap.dedent("""
@@ -107,28 +113,35 @@ def main() -> None:
 
 
 def run(folder: Path, new_schema: Callable[[], str], trials: int, seconds: float) -> None:
-    results: dict[str, Any] = {"clients": "processes, one session each", "throughput_seconds": seconds}
+    kinds = ("file", "sqlite", "postgres")
+
+    def location(kind: str, name: str) -> str:
+        """Where a store of ``kind`` keeps its checkpoints: a folder, a file or a new schema."""
+        if kind == "postgres":
+            return new_schema()
+        return str(folder / (name if kind == "file" else f"{name}.db"))
+
+    results: dict[str, Any] = {"clients": "processes, one session each", "throughput_seconds": seconds,
+                               **{kind: {"saves_per_second": {}} for kind in kinds}}
+    stores = {kind: open_kind(kind, location(kind, "latency"), keep=20) for kind in kinds}
+    for kind, (median, p99) in latency_ms(stores).items():
+        results[kind].update(save_load_ms=median, save_load_p99_ms=p99)
+        close(stores[kind])
+    for clients in CLIENTS:  # SQLite and PostgreSQL back to back at each count
+        for kind in ("sqlite", "postgres"):
+            results[kind]["saves_per_second"][clients] = saves_per_second(
+                kind, location(kind, f"throughput-{clients}"), clients, seconds)
+    for kind in kinds:
+        bad, done = kill_trials(kind, location(kind, "kill"), trials, seed=1)
+        results[kind].update(trials=done, bad_loads=bad)
     table = [["store", "save + load median", "p99", *[f"saves/s, {n} client{'s' if n > 1 else ''}" for n in CLIENTS],
               "SIGKILL trials", "lost or corrupt loads"]]
-    for kind in ("file", "sqlite", "postgres"):
-        def location(name: str, kind: str = kind) -> str:
-            """Where a store of ``kind`` keeps its checkpoints: a folder, a file or a new schema."""
-            if kind == "postgres":
-                return new_schema()
-            return str(folder / (name if kind == "file" else f"{name}.db"))
-
-        store = open_kind(kind, location("latency"), keep=20)
-        median, p99 = latency_ms(store)
-        close(store)
-        throughput = {}
-        if kind != "file":
-            for clients in CLIENTS:
-                throughput[clients] = saves_per_second(kind, location(f"throughput-{clients}"), clients, seconds)
-        bad, done = kill_trials(kind, location("kill"), trials, seed=1)
-        results[kind] = {"save_load_ms": median, "save_load_p99_ms": p99, "trials": done, "bad_loads": bad,
-                         "saves_per_second": throughput}
-        table.append([kind, f"{median:.2f} ms", f"{p99:.2f} ms",
-                      *[f"{throughput[n]:.0f}" if n in throughput else "-" for n in CLIENTS], str(done), str(bad)])
+    for kind in kinds:
+        figures = results[kind]
+        throughput = figures["saves_per_second"]
+        table.append([kind, f"{figures['save_load_ms']:.2f} ms", f"{figures['save_load_p99_ms']:.2f} ms",
+                      *[f"{throughput[n]:.0f}" if n in throughput else "-" for n in CLIENTS],
+                      str(figures["trials"]), str(figures["bad_loads"])])
     for clients in CLIENTS:
         results[f"postgres_vs_sqlite_saves_{clients}"] = (
             results["postgres"]["saves_per_second"][clients] / results["sqlite"]["saves_per_second"][clients])
