@@ -16,7 +16,7 @@ FFI_LIB := target/release/libctxwindow.a
 C_TESTS := $(patsubst tests/c/%.c,tests/c/bin/%,$(wildcard tests/c/*.c))
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
 
-.PHONY: demo test build rust-test c-test py-test lint header bench bench-dask soak clean
+.PHONY: demo test build rust-test c-test py-test lint header bench bench-dask soak clean postgres-server
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -46,8 +46,15 @@ c-test: $(C_TESTS)
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done
 	@for t in $(C_TESTS); do echo "== valgrind $$t"; $(VALGRIND) $$t > /dev/null || exit 1; done
 
-py-test: build
+py-test: build postgres-server
 	$(BIN)/python -m pytest -q
+
+# The PostgreSQL store's tests start a throwaway server; install the distribution's package when
+# it is missing (as root). Without it those tests fail, unless CTXWINDOW_SKIP_POSTGRES=1.
+postgres-server:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1 \
+	    && [ -z "$$CTXWINDOW_PG_BIN" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; fi
 
 lint: $(STAMP)
 	cargo fmt --all --check
@@ -64,7 +71,7 @@ soak: build
 header:
 	CTXWINDOW_UPDATE_HEADER=1 cargo test --release -p ctxwindow-ffi --quiet header_is_current
 
-bench: build
+bench: build postgres-server
 	$(BIN)/python -m pip install --quiet -r benches/requirements.txt
 	$(BIN)/python benches/bench_history.py
 	$(BIN)/python benches/bench_tokenizer.py

@@ -98,3 +98,24 @@ def tau_bench_trajectories(data: Path) -> list[list[dict[str, Any]]]:
     """The message lists of the 200 tau-bench airline runs."""
     records = json.loads((data / "tau_bench_airline" / "gpt-4o-airline.json").read_text())
     return [record["traj"] for record in records]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A throwaway PostgreSQL server for the whole run (:mod:`tests.pg_server`). Missing server
+    binaries or psycopg fail the tests that need it (never a silent skip);
+    ``CTXWINDOW_SKIP_POSTGRES=1`` skips them explicitly."""
+    if os.environ.get("CTXWINDOW_SKIP_POSTGRES") == "1":
+        pytest.skip("CTXWINDOW_SKIP_POSTGRES=1: PostgreSQL tests skipped")
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as error:
+        pytest.fail(f"the PostgreSQL tests need psycopg 3 and psycopg_pool ({error}): "
+                    "pip install -r requirements-dev.txt (or 'ctxwindow[postgres]')")
+    from .pg_server import MISSING, find_server_binaries, postgres_server as start
+
+    if find_server_binaries() is None:
+        pytest.fail(MISSING)
+    with start() as server:
+        yield server

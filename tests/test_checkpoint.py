@@ -1,5 +1,11 @@
 """Checkpoints: round trips, stale rejection, concurrent writers (threads and processes), crash
-safety under SIGKILL, corrupt files, the resume prompt, and window checkpoint / resume."""
+safety under SIGKILL, corrupt files, the resume prompt, and window checkpoint / resume.
+
+One suite over the file, SQLite and PostgreSQL stores (the ``store`` fixture; the PostgreSQL
+server is a throwaway cluster started once per run, see ``tests/pg_server.py``, each test in its
+own schema). The file store has no archive and no schema, so the archive and schema tests run
+over SQLite and PostgreSQL only; PostgreSQL adds server faults (restarts in the middle of a save
+and of its COMMIT)."""
 
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +34,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwindow import (
+    CheckpointCommitUnknownError,
     CheckpointCorruptError,
+    CheckpointStoreError,
     ContextWindow,
     InvalidArgumentError,
     InvalidTypeError,
@@ -37,8 +45,10 @@ from ctxwindow import (
 )
 from ctxwindow.archive import Archive, MessageArchive, retrieval_id
 from ctxwindow.checkpoint import (
+    PG_SCHEMA_VERSION,
     SQL_SCHEMA_VERSION,
     FileCheckpointStore,
+    PostgresCheckpointStore,
     SQLiteCheckpointStore,
     Subtask,
     TaskCheckpoint,
@@ -46,16 +56,59 @@ from ctxwindow.checkpoint import (
 )
 from ctxwindow.strategies import Summarize
 
+from .pg_server import PostgresServer
 from .test_window import call, check_valid, result
 
-Store = FileCheckpointStore | SQLiteCheckpointStore
+Store = FileCheckpointStore | SQLiteCheckpointStore | PostgresCheckpointStore
+DatabaseStore = SQLiteCheckpointStore | PostgresCheckpointStore
+KINDS = ["file", "sqlite", "postgres"]
 
 
-@pytest.fixture(params=["file", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    if request.param == "file":
-        return FileCheckpointStore(tmp_path / "checkpoints", keep=3)
-    return SQLiteCheckpointStore(tmp_path / "checkpoints.db", keep=3)
+def make_store(kind: str, folder: Path, keep: int, server: PostgresServer | None = None,
+               dsn: str | None = None) -> Store:
+    """A store of ``kind``; for PostgreSQL on ``dsn`` or else a new schema of ``server``."""
+    if kind == "file":
+        return FileCheckpointStore(folder / "checkpoints", keep=keep)
+    if kind == "sqlite":
+        return SQLiteCheckpointStore(folder / "checkpoints.db", keep=keep)
+    assert server is not None or dsn is not None
+    return PostgresCheckpointStore(dsn or server.new_schema(), keep=keep, timeout=20)  # type: ignore[union-attr]
+
+
+def close(store: Store) -> None:
+    if isinstance(store, PostgresCheckpointStore):
+        store.close()
+
+
+def server_for(request: pytest.FixtureRequest, kind: str) -> PostgresServer | None:
+    server: PostgresServer | None = request.getfixturevalue("postgres_server") if kind == "postgres" else None
+    return server
+
+
+@pytest.fixture(params=KINDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    opened = make_store(request.param, tmp_path, 3, server_for(request, request.param))
+    yield opened
+    close(opened)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], DatabaseStore]]:
+    """Opens stores (each call a new one, as after a restart) on one SQLite file or one
+    PostgreSQL schema: the stores with an archive."""
+    server = server_for(request, request.param)
+    dsn = server.new_schema() if server else None
+    opened: list[DatabaseStore] = []
+
+    def open_store() -> DatabaseStore:
+        store = make_store(request.param, tmp_path, 20, dsn=dsn)
+        assert not isinstance(store, FileCheckpointStore)
+        opened.append(store)
+        return store
+
+    yield open_store
+    for store in opened:
+        close(store)
 
 
 texts = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=40)
@@ -140,8 +193,9 @@ def test_concurrent_writers_in_threads_lose_no_update(store: Store) -> None:
 
 WRITER = textwrap.dedent("""
     import sys
-    from ctxwindow.checkpoint import SQLiteCheckpointStore, StaleCheckpointError
-    store = SQLiteCheckpointStore(sys.argv[1])
+    from ctxwindow.checkpoint import PostgresCheckpointStore, SQLiteCheckpointStore, StaleCheckpointError
+    kind, location = sys.argv[4], sys.argv[1]
+    store = SQLiteCheckpointStore(location) if kind == "sqlite" else PostgresCheckpointStore(location)
     for _ in range(int(sys.argv[3])):
         while True:
             checkpoint = store.load("s")
@@ -154,22 +208,29 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def test_concurrent_writers_in_processes_lose_no_update(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
-    store = SQLiteCheckpointStore(path)
+@pytest.mark.parametrize("kind, processes, saves", [("sqlite", 4, 15), ("postgres", 8, 50)])
+def test_concurrent_writers_in_processes_lose_no_update(request: pytest.FixtureRequest, tmp_path: Path, kind: str,
+                                                        processes: int, saves: int) -> None:
+    """Load-modify-save with retry on StaleCheckpointError from many processes on one session."""
+    server = server_for(request, kind)
+    location = server.new_schema() if server else str(tmp_path / "shared.db")
+    store = open_kind(kind, location, keep=20)
     store.save(TaskCheckpoint(goal="count"), "s")
-    processes = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"p{i}", "15"]) for i in range(4)]
-    assert all(p.wait(timeout=120) == 0 for p in processes)
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, location, f"p{i}", str(saves), kind])
+               for i in range(processes)]
+    assert all(p.wait(timeout=120) == 0 for p in writers)
     final = store.load("s")
-    assert final is not None and final.version == 61 and len(final.learnings) == 60
-    assert sorted(set(final.learnings)) == ["p0", "p1", "p2", "p3"]
+    close(store)
+    assert final is not None and final.version == processes * saves + 1  # 0 lost updates
+    assert sorted(final.learnings) == sorted(f"p{i}" for i in range(processes) for _ in range(saves))
 
 
 CRASHER = textwrap.dedent("""
     import sys
-    from ctxwindow.checkpoint import FileCheckpointStore, SQLiteCheckpointStore, TaskCheckpoint
+    from ctxwindow.checkpoint import FileCheckpointStore, PostgresCheckpointStore, SQLiteCheckpointStore, TaskCheckpoint
     kind, path = sys.argv[1], sys.argv[2]
-    store = FileCheckpointStore(path, keep=3) if kind == "file" else SQLiteCheckpointStore(path, keep=3)
+    store = {"file": FileCheckpointStore, "sqlite": SQLiteCheckpointStore,
+             "postgres": PostgresCheckpointStore}[kind](path, keep=3)
     checkpoint = store.load("s") or TaskCheckpoint(goal="survive")
     while True:
         checkpoint.learnings.append("x" * 200)
@@ -178,8 +239,17 @@ CRASHER = textwrap.dedent("""
 """)
 
 
-def kill_trials(kind: str, path: Path, trials: int, seed: int) -> tuple[int, int]:
-    """Kills a writer at random moments; returns (bad loads, trials)."""
+def open_kind(kind: str, location: str | Path, keep: int = 3) -> Store:
+    if kind == "file":
+        return FileCheckpointStore(location, keep=keep)
+    if kind == "sqlite":
+        return SQLiteCheckpointStore(location, keep=keep)
+    return PostgresCheckpointStore(str(location), keep=keep)
+
+
+def kill_trials(kind: str, path: str | Path, trials: int, seed: int) -> tuple[int, int]:
+    """Kills a writer (SIGKILL) at random moments, mostly in the middle of a save's transaction;
+    returns (bad loads, trials). ``path`` is a folder, a file or a PostgreSQL connection string."""
     rng = random.Random(seed)
     bad = 0
     for _ in range(trials):
@@ -192,16 +262,19 @@ def kill_trials(kind: str, path: Path, trials: int, seed: int) -> tuple[int, int
         acknowledged = [int(first)] + [int(line) for line in writer.stdout.read().split()]
         writer.stdout.close()
         writer.wait()
-        store = FileCheckpointStore(path, keep=3) if kind == "file" else SQLiteCheckpointStore(path, keep=3)
+        store = open_kind(kind, path)
         loaded = store.load("s")
+        close(store)
         if loaded is None or loaded.version < acknowledged[-1] or len(loaded.learnings) != loaded.version:
             bad += 1
     return bad, trials
 
 
-@pytest.mark.parametrize("kind", ["file", "sqlite"])
-def test_sigkill_during_saves_never_loses_an_acknowledged_version(tmp_path: Path, kind: str) -> None:
-    path = tmp_path / ("store" if kind == "file" else "store.db")
+@pytest.mark.parametrize("kind", KINDS)
+def test_sigkill_during_saves_never_loses_an_acknowledged_version(request: pytest.FixtureRequest, tmp_path: Path,
+                                                                  kind: str) -> None:
+    server = server_for(request, kind)
+    path = server.new_schema() if server else tmp_path / ("store" if kind == "file" else "store.db")
     bad, trials = kill_trials(kind, path, trials=12, seed=7)
     assert bad == 0, f"{bad} of {trials} loads lost or corrupt"
 
@@ -276,8 +349,8 @@ def test_bootstrap_prompt_is_ordered_and_bounded() -> None:
     assert "Previous summary" not in bounded
 
 
-def test_window_checkpoint_and_resume_round_trip(tmp_path: Path) -> None:
-    store = SQLiteCheckpointStore(tmp_path / "w.db")
+def test_window_checkpoint_and_resume_round_trip(open_database: Callable[[], DatabaseStore]) -> None:
+    store = open_database()
     evicted: list[Any] = []
 
     def build() -> ContextWindow:
@@ -335,6 +408,13 @@ def damage_version(store: Store, session: str, version: int, damage: bytes) -> N
     if isinstance(store, FileCheckpointStore):
         (store.directory / session / f"v{version:08d}.json").write_bytes(damage)
         return
+    if isinstance(store, PostgresCheckpointStore):
+        with store.pool.connection() as connection:
+            cursor = connection.execute(
+                "UPDATE ctxwindow_checkpoints SET data = %s WHERE session_id = %s AND version = %s",
+                (damage, session, version))
+            assert cursor.rowcount == 1
+        return
     with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as connection:
         changed = connection.execute("UPDATE checkpoints SET data = ? WHERE session_id = ? AND version = ?",
                                      (damage, session, version)).rowcount
@@ -345,6 +425,10 @@ def stored_documents(store: Store, session: str) -> dict[int, bytes]:
     """The version documents the store reads (not those set aside), by version."""
     if isinstance(store, FileCheckpointStore):
         return {int(path.name[1:9]): path.read_bytes() for path in (store.directory / session).glob("v*.json")}
+    if isinstance(store, PostgresCheckpointStore):
+        with store.pool.connection() as connection:
+            return {version: bytes(data) for version, data in connection.execute(
+                "SELECT version, data FROM ctxwindow_checkpoints WHERE session_id = %s", (session,))}
     with contextlib.closing(sqlite3.connect(store.path)) as connection:
         rows = connection.execute("SELECT version, data FROM checkpoints WHERE session_id = ?", (session,))
         return {version: data if isinstance(data, bytes) else data.encode() for version, data in rows}
@@ -353,15 +437,14 @@ def stored_documents(store: Store, session: str) -> dict[int, bytes]:
 def set_aside_versions(store: Store, session: str) -> list[int]:
     if isinstance(store, FileCheckpointStore):
         return sorted(int(path.name[1:9]) for path in (store.directory / session).glob("v*.json.corrupt"))
+    if isinstance(store, PostgresCheckpointStore):
+        with store.pool.connection() as connection:
+            return [row[0] for row in connection.execute(
+                "SELECT version FROM ctxwindow_corrupt_checkpoints WHERE session_id = %s ORDER BY version",
+                (session,))]
     with contextlib.closing(sqlite3.connect(store.path)) as connection:
         return [row[0] for row in connection.execute(
             "SELECT version FROM corrupt_checkpoints WHERE session_id = ? ORDER BY version", (session,))]
-
-
-def make_store(kind: str, folder: Path, keep: int) -> Store:
-    if kind == "file":
-        return FileCheckpointStore(folder / "checkpoints", keep=keep)
-    return SQLiteCheckpointStore(folder / "checkpoints.db", keep=keep)
 
 
 def test_saves_succeed_after_load_fell_back_from_a_corrupt_newest_version(store: Store) -> None:
@@ -435,15 +518,17 @@ OPERATIONS = st.lists(st.sampled_from(["load", "load_and_save", "save_older", "c
                       min_size=1, max_size=20)
 
 
-@pytest.mark.parametrize("kind", ["file", "sqlite"])
+@pytest.mark.parametrize("kind", KINDS)
 @given(operations=OPERATIONS, damage=st.sampled_from(DAMAGES))
-@settings(max_examples=60, deadline=None)
-def test_versioning_with_corrupt_versions_property(kind: str, operations: list[str], damage: bytes) -> None:
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_versioning_with_corrupt_versions_property(request: pytest.FixtureRequest, kind: str, operations: list[str],
+                                                   damage: bytes) -> None:
     """Load returns the newest good version; saving the newest good checkpoint succeeds; saving
     an older one raises StaleCheckpointError and writes nothing; versions strictly increase."""
     keep = 3
-    with tempfile.TemporaryDirectory() as folder:
-        store = make_store(kind, Path(folder), keep)
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as cleanup:
+        store = make_store(kind, Path(folder), keep, server_for(request, kind))
+        cleanup.callback(close, store)
         good: list[int] = []  # the model: good versions the store holds, ascending
         written: list[int] = []
         held = [TaskCheckpoint(goal="fresh")]  # checkpoints obtained earlier, as they were then
@@ -626,8 +711,8 @@ def test_archive_session_lookups_use_an_index(tmp_path: Path) -> None:
     assert any("archive_by_group" in step for plan in by_session for step in plan)
 
 
-def test_sqlite_session_archive_is_a_message_archive(tmp_path: Path) -> None:
-    store = SQLiteCheckpointStore(tmp_path / "a.db")
+def test_session_archive_is_a_message_archive(open_database: Callable[[], DatabaseStore]) -> None:
+    store = open_database()
     archive = store.session_archive("s")
     assert isinstance(archive, MessageArchive)
     group = [call("c1"), result("c1", "flight HAT100 costs 200 USD")]
@@ -638,11 +723,11 @@ def test_sqlite_session_archive_is_a_message_archive(tmp_path: Path) -> None:
     assert archive.get(group_id) == group and archive.get("ctx-0000000000000000") is None
     assert archive.get(other) is None  # each session archive resolves its own groups
     assert archive.search("HAT100") == [(group_id, group)] and archive.search("nothing") == []
-    assert SQLiteCheckpointStore(tmp_path / "a.db").session_archive("s").get(group_id) == group
+    assert open_database().session_archive("s").get(group_id) == group
 
 
-def test_placeholder_ids_resolve_from_the_sqlite_archive_after_a_restart(tmp_path: Path) -> None:
-    store = SQLiteCheckpointStore(tmp_path / "w.db")
+def test_placeholder_ids_resolve_from_the_archive_after_a_restart(open_database: Callable[[], DatabaseStore]) -> None:
+    store = open_database()
     window = ContextWindow("gpt-4o", max_tokens=1400, preserve_recent=2,
                            strategies=[Summarize(preserve_recent=3)], archive=store.session_archive("trip"))
     for i in range(12):
@@ -652,20 +737,27 @@ def test_placeholder_ids_resolve_from_the_sqlite_archive_after_a_restart(tmp_pat
     ids = [m["content"].split("retrieval id ", 1)[1].split("]")[0].split(")")[0]
            for m in window.messages() if isinstance(m.get("content"), str) and "retrieval id " in m["content"]]
     assert ids
-    reopened = SQLiteCheckpointStore(tmp_path / "w.db").session_archive("trip")
+    reopened = open_database().session_archive("trip")
     for group_id in ids:
         originals = window.retrieve(group_id)
         assert originals and reopened.get(group_id) == originals
 
 
-def test_sqlite_archive_bad_input_raises_typed_errors_and_changes_nothing(tmp_path: Path) -> None:
-    store = SQLiteCheckpointStore(tmp_path / "a.db")
+def archive_rows(store: DatabaseStore) -> list[Any]:
+    if isinstance(store, PostgresCheckpointStore):
+        with store.pool.connection() as connection:
+            return list(connection.execute("SELECT * FROM ctxwindow_archive ORDER BY retrieval_id").fetchall())
+    with contextlib.closing(sqlite3.connect(store.path)) as connection:
+        return connection.execute("SELECT * FROM archive ORDER BY retrieval_id").fetchall()
+
+
+def test_archive_bad_input_raises_typed_errors_and_changes_nothing(open_database: Callable[[], DatabaseStore]) -> None:
+    store = open_database()
     archive = store.session_archive("s")
     archive.put([{"role": "user", "content": "kept"}])
 
     def rows() -> list[Any]:
-        with contextlib.closing(sqlite3.connect(tmp_path / "a.db")) as connection:
-            return connection.execute("SELECT * FROM archive").fetchall()
+        return archive_rows(store)
 
     before = rows()
     with pytest.raises(InvalidArgumentError, match="non-empty"):
@@ -697,6 +789,8 @@ def test_sqlite_store_bad_input_raises_typed_errors_and_changes_nothing(tmp_path
     for kind in ("file", "sqlite"):
         with pytest.raises(InvalidArgumentError, match="keep"):
             make_store(kind, tmp_path, keep=0)
+    with pytest.raises(InvalidArgumentError, match="keep"):
+        PostgresCheckpointStore("host=/nonexistent", keep=0)
 
 
 # --- the module imports on Windows (no fcntl there) ------------------------------------------
@@ -726,3 +820,274 @@ def test_module_imports_without_fcntl_and_locks_with_msvcrt(tmp_path: Path) -> N
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[1, 1, 0, 1, 0]"  # save: lock (retried), unlock; load: lock, unlock
+
+
+# --- the archive's search, the same over SQLite and PostgreSQL -------------------------------
+
+
+def test_archive_search_matches_words_and_phrases_and_ranks(open_database: Callable[[], DatabaseStore]) -> None:
+    store = open_database()
+    messages = [
+        {"role": "user", "content": "the flight HAT100 HAT100 HAT100 to Denver"},
+        {"role": "user", "content": "a flight to Denver, then many other words, and HAT100 once among them all"},
+        {"role": "tool", "tool_call_id": "c1", "content": "deployed to eu-west-1 today"},
+        {"role": "user", "content": "eu and west and 1, apart"},
+        {"role": "user", "content": "a NUL \x00 inside, reservation HAT999"},
+    ]
+    ids = store.archive("s", messages)
+    store.archive("t", [{"role": "user", "content": "HAT100 in another session"}])
+    assert [rid for rid, _ in store.search("s", "HAT100")] == [ids[0], ids[1]]  # more mentions rank first
+    assert [rid for rid, _ in store.search("s", "hat100 denver")] == [ids[0], ids[1]]  # every word, any case
+    assert store.search("s", "HAT100 nowhere") == []
+    assert store.search("s", "eu-west-1") == [(ids[2], messages[2])]  # a phrase, not three words
+    assert store.get(ids[4]) == messages[4]  # NUL kept exactly
+    archive = store.session_archive("s")
+    found = archive.search("nowhere HAT999 eu-west-1")  # any word
+    assert sorted(group[0]["content"] for _, group in found) == sorted([messages[2]["content"], messages[4]["content"]])
+    assert archive.search("HAT100", limit=1) == [(retrieval_id([messages[0]]), [messages[0]])]
+    assert store.session_archive("t").search("Denver") == []
+
+
+# --- PostgreSQL: schema, pool, server faults ------------------------------------------------
+
+
+@pytest.fixture
+def pg_dsn(postgres_server: PostgresServer) -> str:
+    return postgres_server.new_schema()
+
+
+def pg_execute(dsn: str, statement: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        cursor = connection.execute(statement.encode(), parameters or None)
+        return cursor.fetchall() if cursor.description else []
+
+
+def test_postgres_schema_version_is_recorded_and_a_newer_one_refused(pg_dsn: str) -> None:
+    with PostgresCheckpointStore(pg_dsn) as store:
+        store.save(TaskCheckpoint(goal="g"), "s")
+    assert pg_execute(pg_dsn, "SELECT version FROM ctxwindow_schema") == [(PG_SCHEMA_VERSION,)] == [(1,)]
+    with PostgresCheckpointStore(pg_dsn) as store:  # opening again changes nothing
+        assert store.load("s") is not None and store.sessions() == ["s"]
+    assert pg_execute(pg_dsn, "SELECT version FROM ctxwindow_schema") == [(PG_SCHEMA_VERSION,)]
+    pg_execute(pg_dsn, "UPDATE ctxwindow_schema SET version = %s", (PG_SCHEMA_VERSION + 1,))
+    with pytest.raises(CheckpointCorruptError, match="newer than this ctxwindow"):
+        PostgresCheckpointStore(pg_dsn)
+    assert pg_execute(pg_dsn, "SELECT COUNT(*) FROM ctxwindow_checkpoints") == [(1,)]
+
+
+PG_OPENER = textwrap.dedent("""
+    import sys
+    from ctxwindow.checkpoint import PostgresCheckpointStore, TaskCheckpoint
+    name, dsns = sys.argv[1], sys.argv[2:]
+    for dsn in dsns:
+        with PostgresCheckpointStore(dsn) as store:
+            store.save(TaskCheckpoint(goal="g"), name)
+""")
+
+
+def test_postgres_concurrent_first_opens_do_not_collide(postgres_server: PostgresServer) -> None:
+    dsns = [postgres_server.new_schema() for _ in range(4)]
+    processes = [subprocess.Popen([sys.executable, "-c", PG_OPENER, f"p{i}", *dsns], stderr=subprocess.PIPE,
+                                  text=True) for i in range(6)]
+    errors = [p.communicate(timeout=120)[1] for p in processes]
+    assert [p.returncode for p in processes] == [0] * 6, errors
+    for dsn in dsns:
+        assert pg_execute(dsn, "SELECT version FROM ctxwindow_schema") == [(PG_SCHEMA_VERSION,)]
+        with PostgresCheckpointStore(dsn) as store:
+            assert store.sessions() == [f"p{i}" for i in range(6)]
+
+
+def test_postgres_search_uses_the_gin_index(pg_dsn: str) -> None:
+    with PostgresCheckpointStore(pg_dsn) as store:
+        store.archive("s", [{"role": "user", "content": f"note {i} about eu-west-1"} for i in range(50)])
+        with store.pool.connection() as connection:
+            connection.execute("SET enable_seqscan = off")
+            plan = "\n".join(row[0] for row in connection.execute(
+                "EXPLAIN SELECT retrieval_id FROM ctxwindow_archive "
+                "WHERE search @@ phraseto_tsquery('simple', 'eu west 1')"))
+    assert "ctxwindow_archive_search" in plan, plan
+
+
+def test_postgres_store_takes_a_pool_it_does_not_close(pg_dsn: str) -> None:
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(pg_dsn, min_size=1, max_size=2, open=True, check=ConnectionPool.check_connection) as pool:
+        with PostgresCheckpointStore(pool) as store:
+            assert store.save(TaskCheckpoint(goal="g"), "s") == 1
+        assert not pool.closed
+        with PostgresCheckpointStore(pool) as store:
+            loaded = store.load("s")
+            assert loaded is not None and loaded.version == 1
+
+
+def test_postgres_bad_arguments_raise_typed_errors() -> None:
+    with pytest.raises(InvalidTypeError, match="connection string or a psycopg_pool.ConnectionPool"):
+        PostgresCheckpointStore(42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="not a PostgreSQL connection string"):
+        PostgresCheckpointStore("host = = =")
+    with pytest.raises(InvalidArgumentError, match="max_connections"):
+        PostgresCheckpointStore("host=/nonexistent", max_connections=0)
+    with pytest.raises(CheckpointStoreError, match="no connection to PostgreSQL within 0.5 s"):
+        PostgresCheckpointStore("host=/nonexistent-ctxwindow port=1", timeout=0.5)
+
+
+WITHOUT_PSYCOPG = textwrap.dedent("""
+    import sys
+    sys.modules["psycopg"] = None
+    from ctxwindow.checkpoint import PostgresCheckpointStore
+    from ctxwindow.errors import MissingDependencyError
+    try:
+        PostgresCheckpointStore("host=/tmp")
+    except MissingDependencyError as error:
+        print(error)
+""")
+
+
+def test_postgres_store_without_psycopg_names_the_extra() -> None:
+    done = subprocess.run([sys.executable, "-c", WITHOUT_PSYCOPG], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'ctxwindow[postgres]'" in done.stdout
+
+
+def wait_for(dsn: str, condition: str, timeout: float = 20.0) -> None:
+    """Waits until a backend other than ours matches ``condition`` in pg_stat_activity."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pg_execute(dsn, f"SELECT 1 FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND {condition}"):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no backend with {condition}")
+
+
+def save_in_thread(store: PostgresCheckpointStore, checkpoint: TaskCheckpoint) -> tuple[threading.Thread, list[Any]]:
+    outcome: list[Any] = []
+
+    def save() -> None:
+        try:
+            outcome.append(store.save(checkpoint, "s"))
+        except Exception as error:  # noqa: BLE001 - the test inspects it
+            outcome.append(error)
+
+    thread = threading.Thread(target=save)
+    thread.start()
+    return thread, outcome
+
+
+def test_postgres_connection_lost_in_the_middle_of_a_save_writes_nothing(
+        postgres_server: PostgresServer, pg_dsn: str) -> None:
+    import psycopg
+
+    with PostgresCheckpointStore(pg_dsn, timeout=20) as store:
+        checkpoint = TaskCheckpoint(goal="g")
+        store.save(checkpoint, "s")
+        checkpoint.learnings.append("lost")
+        with psycopg.connect(pg_dsn, autocommit=True) as blocker:  # holds the session's lock: the save waits
+            blocker.execute("SELECT pg_advisory_lock(hashtextextended('ctxwindow.checkpoints:s', 0))")
+            thread, outcome = save_in_thread(store, checkpoint)
+            wait_for(pg_dsn, "wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock%'")
+            postgres_server.restart()
+        thread.join(timeout=60)
+        assert len(outcome) == 1 and isinstance(outcome[0], CheckpointStoreError), outcome
+        assert not isinstance(outcome[0], CheckpointCommitUnknownError) and "nothing was written" in str(outcome[0])
+        assert checkpoint.version == 1
+        loaded = store.load("s")  # the pool replaced its broken connections
+        assert loaded is not None and loaded.version == 1 and loaded.learnings == []
+        assert store.save(checkpoint, "s") == 2
+
+
+def test_postgres_connection_lost_during_commit_is_an_unknown_outcome_never_retried(
+        postgres_server: PostgresServer, pg_dsn: str) -> None:
+    with PostgresCheckpointStore(pg_dsn, timeout=20) as store:
+        checkpoint = TaskCheckpoint(goal="g")
+        store.save(checkpoint, "s")
+        # A deferred trigger makes COMMIT itself take long: the restart lands while COMMIT is in flight.
+        pg_execute(pg_dsn, "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS "
+                           "$$ BEGIN PERFORM pg_sleep(60); RETURN NULL; END $$")
+        pg_execute(pg_dsn, "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON ctxwindow_checkpoints "
+                           "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()")
+        checkpoint.learnings.append("in flight")
+        thread, outcome = save_in_thread(store, checkpoint)
+        wait_for(pg_dsn, "state = 'active' AND query = 'COMMIT'")
+        postgres_server.restart()
+        thread.join(timeout=60)
+        assert len(outcome) == 1 and isinstance(outcome[0], CheckpointCommitUnknownError), outcome
+        assert "may or may not have been written" in str(outcome[0])
+        assert checkpoint.version == 1
+        pg_execute(pg_dsn, "DROP TRIGGER slow_commit ON ctxwindow_checkpoints")
+        loaded = store.load("s")  # here the restart aborted the COMMIT: nothing was written
+        assert loaded is not None and loaded.version == 1 and loaded.learnings == []
+        assert pg_execute(pg_dsn, "SELECT version FROM ctxwindow_checkpoints") == [(1,)]
+        loaded.learnings.append("again")
+        assert store.save(loaded, "s") == 2
+
+
+def test_postgres_restarts_during_saves_lose_or_half_write_nothing(
+        postgres_server: PostgresServer, pg_dsn: str) -> None:
+    """Saves in a loop while the server restarts at random moments: every failure is a typed
+    error, and each load holds a complete version no older than the last acknowledged one."""
+    rng = random.Random(3)
+    store = PostgresCheckpointStore(pg_dsn, timeout=20)
+    acknowledged = [0]
+    errors: list[CheckpointStoreError] = []
+    bad: list[str] = []
+    stop = threading.Event()
+
+    def load() -> TaskCheckpoint:
+        while True:
+            try:
+                return store.load("s") or TaskCheckpoint(goal="survive restarts")
+            except CheckpointStoreError:
+                time.sleep(0.05)
+
+    def writer() -> None:
+        checkpoint = load()
+        while not stop.is_set():
+            checkpoint.learnings.append("x" * 50)
+            try:
+                acknowledged.append(store.save(checkpoint, "s"))
+            except CheckpointStoreError as error:
+                errors.append(error)
+                checkpoint = load()
+                if checkpoint.version < acknowledged[-1] or len(checkpoint.learnings) != checkpoint.version:
+                    bad.append(f"after {error!r}: version {checkpoint.version}, acknowledged {acknowledged[-1]}")
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        for _ in range(6):
+            seen = len(acknowledged)
+            while len(acknowledged) < seen + 3 and thread.is_alive():  # saving again after the last restart
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0.0, 0.02))
+            postgres_server.restart()
+    finally:
+        time.sleep(0.3)
+        stop.set()
+        thread.join(timeout=60)
+    final = store.load("s")
+    store.close()
+    assert not bad, bad
+    assert errors, "no save met a restart"
+    print(f"{len(acknowledged) - 1} saves acknowledged, {len(errors)} failed:", sorted({type(e).__name__ for e in errors}))
+    assert final is not None and final.version >= acknowledged[-1] and len(final.learnings) == final.version
+    assert len(acknowledged) > 10
+
+
+@given(before=texts, word=st.from_regex(r"[a-z][a-z0-9]{0,9}", fullmatch=True), after=st.lists(texts, max_size=3))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_archive_round_trips_any_text_and_finds_its_words_property(
+        open_database: Callable[[], DatabaseStore], before: str, word: str, after: list[str]) -> None:
+    """Any text (NUL characters included) comes back exactly; a word it contains finds it."""
+    store = open_database()
+    session = f"s{uuid.uuid4().hex}"
+    group = [{"role": "user", "content": f"{before} {word} {before}"}, *[{"role": "assistant", "content": a}
+                                                                        for a in after]]
+    archive = store.session_archive(session)
+    group_id = archive.put(group)
+    assert group_id == retrieval_id(group) and archive.get(group_id) == group
+    assert (group_id, group) in archive.search(word)
+    row_ids = store.archive(session, group[:1])
+    assert store.get(row_ids[0]) == group[0] and store.search(session, word)
+    close(store)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from ctxwindow._native import HistorySnapshot, TokenHistory, __version__
 from ctxwindow.errors import (
+    CheckpointCommitUnknownError,
     CheckpointCorruptError,
+    CheckpointStoreError,
     ContextOverflowError,
     CtxWindowError,
     HistoryIndexError,
@@ -72,5 +74,7 @@ __all__ = [
     "MissingDependencyError",
     "StaleCheckpointError",
     "CheckpointCorruptError",
+    "CheckpointStoreError",
+    "CheckpointCommitUnknownError",
     "WindowBusyError",
 ]

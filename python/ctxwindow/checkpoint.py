@@ -1,5 +1,5 @@
-"""Checkpoints that survive crashes: versioned task state, file and SQLite stores, an archive of
-evicted messages with full-text search, and the resume prompt.
+"""Checkpoints that survive crashes: versioned task state, file, SQLite and PostgreSQL stores, an
+archive of evicted messages with full-text search, and the resume prompt.
 
 The versioning rule (one implementation, :func:`_next_version`, shared by the stores):
 
@@ -10,7 +10,8 @@ The versioning rule (one implementation, :func:`_next_version`, shared by the st
   the checkpoint is written.
 - A corrupt version (a document that does not parse as a checkpoint of its number) is set aside
   by the first load or save that meets it: the file store renames it ``v00000042.json.corrupt``,
-  the SQLite store moves the row to ``corrupt_checkpoints``. It is reported (a logged warning,
+  the SQLite store moves the row to ``corrupt_checkpoints`` (``ctxwindow_corrupt_checkpoints`` in
+  PostgreSQL). It is reported (a logged warning,
   also kept in the store's ``warnings``), never read again, and never makes a save stale.
 - A number is never reused: the version written is ``max(based on, highest number the session
   ever held, corrupt ones included) + 1``. Normally that is ``checkpoint.version + 1``; when
@@ -45,11 +46,19 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ctxwindow._native import Tokenizer
 from ctxwindow.archive import archive_text, retrieval_id
-from ctxwindow.errors import CheckpointCorruptError, InvalidArgumentError, InvalidTypeError, StaleCheckpointError
+from ctxwindow.errors import (
+    CheckpointCommitUnknownError,
+    CheckpointCorruptError,
+    CheckpointStoreError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    MissingDependencyError,
+    StaleCheckpointError,
+)
 
 __all__ = [
     "SUBTASK_STATUSES",
@@ -58,6 +67,10 @@ __all__ = [
     "FileCheckpointStore",
     "SQLiteCheckpointStore",
     "SQLiteArchive",
+    "PostgresCheckpointStore",
+    "PostgresArchive",
+    "CheckpointStoreError",
+    "CheckpointCommitUnknownError",
     "StaleCheckpointError",
     "CheckpointCorruptError",
     "bootstrap_prompt",
@@ -691,15 +704,23 @@ class SQLiteCheckpointStore:
         return on_evict
 
 
-class SQLiteArchive:
-    """One session's part of a :class:`SQLiteCheckpointStore`'s archive, implementing
+class _GroupStore(Protocol):
+    """What a session archive needs of its store (the SQLite and PostgreSQL stores)."""
+
+    def _put_groups(self, session_id: str, groups: Sequence[Sequence[Message]]) -> list[tuple[str, str]]: ...
+
+    def _get_group(self, session_id: str, group_id: str) -> list[Message] | None: ...
+
+    def _search_groups(self, session_id: str, query: str, limit: int) -> list[tuple[str, list[Message]]]: ...
+
+
+class _StoreArchive:
+    """One session's part of a store's archive, implementing
     :class:`~ctxwindow.archive.MessageArchive`: a group is named by
     :func:`ctxwindow.archive.retrieval_id` (as in every archive, so a placeholder's id resolves
-    in whichever archive holds the group) and stored once per session. Search finds groups
-    containing any query word (a word with inner punctuation, such as ``eu-west-1``, as a
-    phrase), best BM25 rank first."""
+    in whichever archive holds the group) and stored once per session."""
 
-    def __init__(self, store: SQLiteCheckpointStore, session_id: str) -> None:
+    def __init__(self, store: _GroupStore, session_id: str) -> None:
         self.store = store
         self.session_id = _check_session(session_id)
 
@@ -718,6 +739,20 @@ class SQLiteArchive:
         return self.store._search_groups(self.session_id, query, limit)
 
 
+class SQLiteArchive(_StoreArchive):
+    """One session's part of a :class:`SQLiteCheckpointStore`'s archive, implementing
+    :class:`~ctxwindow.archive.MessageArchive`: a group is named by
+    :func:`ctxwindow.archive.retrieval_id` (as in every archive, so a placeholder's id resolves
+    in whichever archive holds the group) and stored once per session. Search finds groups
+    containing any query word (a word with inner punctuation, such as ``eu-west-1``, as a
+    phrase), best BM25 rank first."""
+
+    store: SQLiteCheckpointStore
+
+    def __init__(self, store: SQLiteCheckpointStore, session_id: str) -> None:
+        super().__init__(store, session_id)
+
+
 def _group(connection: sqlite3.Connection, session_id: str, group_id: str) -> list[Message] | None:
     rows = connection.execute("SELECT message FROM archive WHERE session_id = ? AND group_id = ? ORDER BY position",
                               (session_id, group_id)).fetchall()
@@ -727,12 +762,19 @@ def _group(connection: sqlite3.Connection, session_id: str, group_id: str) -> li
 def _match_expression(query: str, limit: int, joiner: str) -> str:
     """An FTS5 expression of the words of ``query`` (each whitespace-separated word a quoted
     phrase of its letters and digits), joined with ``joiner``; "" when it has none."""
+    return joiner.join(f'"{phrase}"' for phrase in _query_phrases(query, limit))
+
+
+def _query_phrases(query: str, limit: int) -> list[str]:
+    """The phrases of ``query``: each whitespace-separated word as its letters and digits
+    separated by spaces (``eu-west-1`` -> ``eu west 1``); words without any are left out.
+    :class:`InvalidArgumentError` for an empty query or a bad limit."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidArgumentError("query must be a non-empty str")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise InvalidArgumentError(f"limit must be an int >= 0, got {limit!r}")
     phrases = [" ".join(re.findall(r"\w+", word)) for word in query.split()]
-    return joiner.join(f'"{phrase}"' for phrase in phrases if phrase)
+    return [phrase for phrase in phrases if phrase]
 
 
 @contextlib.contextmanager
@@ -746,6 +788,429 @@ def _transaction(connection: sqlite3.Connection, begin: str) -> Iterator[None]:
             connection.execute("ROLLBACK")
         raise
     connection.execute("COMMIT")
+
+
+# --- the PostgreSQL store (extra ``postgres``) ----------------------------------------------
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+    _Connection = Connection[tuple[Any, ...]]
+
+_T = TypeVar("_T")
+
+#: Migrations of the PostgreSQL schema: entry ``n`` takes a database from version ``n`` to
+#: ``n + 1``; the version is recorded in the table ``ctxwindow_schema``. Documents (checkpoints,
+#: archived messages) are stored as UTF-8 JSON in ``bytea``, so strings holding NUL characters
+#: (which ``text`` and ``jsonb`` refuse) and damaged documents are stored as they are.
+_PG_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 0 -> 1
+        "CREATE TABLE ctxwindow_checkpoints (session_id text NOT NULL, version bigint NOT NULL, "
+        "saved_at double precision NOT NULL, data bytea NOT NULL, PRIMARY KEY (session_id, version))",
+        "CREATE TABLE ctxwindow_corrupt_checkpoints (session_id text NOT NULL, version bigint NOT NULL, "
+        "saved_at double precision, data bytea, reason text NOT NULL, found_at double precision NOT NULL, "
+        "PRIMARY KEY (session_id, version))",
+        "CREATE TABLE ctxwindow_archive (retrieval_id text PRIMARY KEY, session_id text NOT NULL, "
+        "position bigint NOT NULL, group_id text NOT NULL, message bytea NOT NULL, "
+        "archived_at double precision NOT NULL, search tsvector NOT NULL)",
+        "CREATE INDEX ctxwindow_archive_by_session ON ctxwindow_archive (session_id, position)",
+        "CREATE INDEX ctxwindow_archive_by_group ON ctxwindow_archive (session_id, group_id, position)",
+        "CREATE INDEX ctxwindow_archive_search ON ctxwindow_archive USING gin (search)",
+    ),
+)
+PG_SCHEMA_VERSION = len(_PG_MIGRATIONS)
+#: The advisory lock key held while the schema is created or migrated.
+_PG_SCHEMA_LOCK = 0x6374_7877_0001
+#: At most this many characters of a message's words are indexed (a tsvector holds < 1 MB).
+PG_SEARCH_CHARS = 100_000
+_PG_SET_ASIDE = "moved to table ctxwindow_corrupt_checkpoints"
+
+
+def _postgres_modules() -> tuple[Any, Any]:
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as error:
+        raise MissingDependencyError(
+            f"PostgresCheckpointStore needs psycopg 3 and psycopg_pool ({error}): "
+            "pip install 'ctxwindow[postgres]'") from None
+    return psycopg, psycopg_pool
+
+
+def _search_text(message: Message) -> str:
+    """The words of a message's searchable text, separated by spaces (no NUL, no punctuation):
+    the same words FTS5 indexes in the SQLite store."""
+    return " ".join(re.findall(r"\w+", archive_text(message)))[:PG_SEARCH_CHARS]
+
+
+def _tsquery(phrases: Sequence[str], joiner: str) -> str:
+    """SQL for a tsquery of the phrases (one parameter each), joined with ``&&`` or ``||``."""
+    return f" {joiner} ".join(["phraseto_tsquery('simple', %s)"] * len(phrases))
+
+
+class PostgresCheckpointStore:
+    """Checkpoints of many sessions, and the archive of evicted messages, in PostgreSQL: the
+    contract of :class:`SQLiteCheckpointStore` for many agents on many machines sharing one
+    database. Needs the ``postgres`` extra (psycopg 3 and psycopg_pool).
+
+    ``dsn_or_pool`` is a connection string (``"postgresql://user@host/db"``, or
+    ``"host=/run/postgresql dbname=agents"``), for which the store opens its own pool (of at most
+    ``max_connections`` connections, each checked before use so that connections broken by a
+    server restart are replaced; :meth:`close` closes it), or a ``psycopg_pool.ConnectionPool``
+    you own (give it ``check=ConnectionPool.check_connection``). The tables are named
+    ``ctxwindow_*`` and live in the connection's ``search_path``.
+
+    - ``save``: the version check and the insert are one transaction, serialized per session by
+      an advisory lock, so concurrent writers on any number of machines never lose an update; a
+      stale save raises :class:`StaleCheckpointError` and writes nothing. The ``keep`` newest
+      good versions are kept. A corrupt row is moved to ``ctxwindow_corrupt_checkpoints`` and
+      reported in ``warnings``, as in the SQLite store.
+    - Failures of the server are :class:`~ctxwindow.errors.CheckpointStoreError` (nothing was
+      written). A save is never retried once COMMIT was sent: a connection lost then raises
+      :class:`~ctxwindow.errors.CheckpointCommitUnknownError` (the save may or may not be
+      stored; load to see).
+    - The archive: ``archive``/``get``/``search``/``archiver`` as in the SQLite store, and
+      ``session_archive(session)`` as a :class:`~ctxwindow.archive.MessageArchive`. Search is a
+      ``tsvector`` (configuration ``simple``: no stemming, any language) with a GIN index,
+      ranked by ``ts_rank``; the first :data:`PG_SEARCH_CHARS` characters of each message's
+      words are indexed.
+    - The schema version is recorded in ``ctxwindow_schema``; opening creates or migrates the
+      schema in one transaction under an advisory lock, so processes opening a new database at
+      once do not collide, and refuses a schema newer than this ctxwindow.
+    """
+
+    def __init__(self, dsn_or_pool: str | ConnectionPool[Any], keep: int = 20, timeout: float = 30.0,
+                 max_connections: int = 10) -> None:
+        psycopg, psycopg_pool = _postgres_modules()
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise InvalidArgumentError(f"keep must be an int >= 1, got {keep!r}")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise InvalidArgumentError(f"max_connections must be an int >= 1, got {max_connections!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise InvalidArgumentError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        self.keep = keep
+        self.timeout = float(timeout)
+        self.warnings: deque[str] = deque(maxlen=100)
+        self._psycopg = psycopg
+        self._pool_timeout = psycopg_pool.PoolTimeout
+        if isinstance(dsn_or_pool, psycopg_pool.ConnectionPool):
+            self.pool: ConnectionPool[Any] = dsn_or_pool
+            self._owns_pool = False
+        elif isinstance(dsn_or_pool, str):
+            try:
+                psycopg.conninfo.conninfo_to_dict(dsn_or_pool)
+            except psycopg.ProgrammingError as error:
+                raise InvalidArgumentError(f"not a PostgreSQL connection string: {error}") from None
+            self.pool = psycopg_pool.ConnectionPool(
+                dsn_or_pool, min_size=1, max_size=max_connections, open=True, timeout=self.timeout,
+                check=psycopg_pool.ConnectionPool.check_connection, name="ctxwindow-checkpoints")
+            self._owns_pool = True
+        else:
+            raise InvalidTypeError(
+                f"dsn_or_pool must be a connection string or a psycopg_pool.ConnectionPool, "
+                f"got {type(dsn_or_pool).__name__}")
+        try:
+            self._run(self._migrate)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Closes the pool the store opened (a pool given to it stays open)."""
+        if self._owns_pool:
+            self.pool.close()
+
+    def __enter__(self) -> PostgresCheckpointStore:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- transactions ----------------------------------------------------------------------
+
+    def _run(self, body: Callable[[_Connection], _T]) -> _T:
+        """``body`` in one transaction on a pooled connection, then COMMIT. A server failure
+        before COMMIT is a :class:`CheckpointStoreError` (the server rolled back); a connection
+        lost once COMMIT was sent is a :class:`CheckpointCommitUnknownError`: never retried."""
+        psycopg = self._psycopg
+        committing = False
+        try:
+            with self.pool.connection() as connection:
+                result = body(connection)
+                committing = True
+                connection.commit()
+                return result
+        except self._pool_timeout as error:
+            raise CheckpointStoreError(
+                f"no connection to PostgreSQL within {self.timeout:g} s ({error}); nothing was written") from None
+        except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+            if committing:
+                raise CheckpointCommitUnknownError(
+                    f"the connection to PostgreSQL was lost after COMMIT was sent ({error}): the transaction "
+                    "may or may not have been written; load the session to see which version it holds") from None
+            raise CheckpointStoreError(
+                f"PostgreSQL failed before the transaction committed ({error}); nothing was written") from None
+        except psycopg.Error as error:
+            raise CheckpointStoreError(f"PostgreSQL refused the transaction ({error}); nothing was written") from None
+
+    def _migrate(self, connection: _Connection) -> None:
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_SCHEMA_LOCK,))
+        connection.execute("CREATE TABLE IF NOT EXISTS ctxwindow_schema (version integer NOT NULL)")
+        row = connection.execute("SELECT MAX(version) FROM ctxwindow_schema").fetchone()
+        version = int(row[0]) if row and row[0] is not None else 0
+        if version > PG_SCHEMA_VERSION:
+            raise CheckpointCorruptError(
+                f"the database has ctxwindow schema version {version}, newer than this ctxwindow "
+                f"({PG_SCHEMA_VERSION})")
+        if version == PG_SCHEMA_VERSION:
+            return
+        for steps in _PG_MIGRATIONS[version:]:
+            for step in steps:
+                connection.execute(step.encode())
+        connection.execute("DELETE FROM ctxwindow_schema")
+        connection.execute("INSERT INTO ctxwindow_schema VALUES (%s)", (PG_SCHEMA_VERSION,))
+
+    @staticmethod
+    def _lock_session(connection: _Connection, kind: str, session_id: str) -> None:
+        """Serializes the writers of one session (``kind``: checkpoints or archive) until the
+        transaction ends."""
+        connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                           (f"ctxwindow.{kind}:{session_id}",))
+
+    # --- checkpoints -----------------------------------------------------------------------
+
+    def _find_newest_good(self, connection: _Connection, session_id: str,
+                          set_aside: Callable[[int, str], str]) -> TaskCheckpoint | None:
+        def reader(version: int) -> Callable[[], TaskCheckpoint | None]:
+            def read() -> TaskCheckpoint | None:
+                row = connection.execute(
+                    "SELECT data FROM ctxwindow_checkpoints WHERE session_id = %s AND version = %s",
+                    (session_id, version)).fetchone()
+                return None if row is None else _parse(bytes(row[0]), version)
+            return read
+
+        versions = [int(row[0]) for row in connection.execute(
+            "SELECT version FROM ctxwindow_checkpoints WHERE session_id = %s ORDER BY version DESC", (session_id,))]
+        return _newest_good(session_id, ((v, f"version {v}", reader(v)) for v in versions), set_aside,
+                            self.warnings)
+
+    @staticmethod
+    def _set_aside(connection: _Connection, session_id: str, version: int, reason: str) -> str:
+        connection.execute(
+            "INSERT INTO ctxwindow_corrupt_checkpoints SELECT session_id, version, saved_at, data, %s, %s "
+            "FROM ctxwindow_checkpoints WHERE session_id = %s AND version = %s "
+            "ON CONFLICT (session_id, version) DO UPDATE SET saved_at = EXCLUDED.saved_at, data = EXCLUDED.data, "
+            "reason = EXCLUDED.reason, found_at = EXCLUDED.found_at",
+            (reason.replace("\x00", "\\0"), time.time(), session_id, version))
+        connection.execute("DELETE FROM ctxwindow_checkpoints WHERE session_id = %s AND version = %s",
+                           (session_id, version))
+        return _PG_SET_ASIDE
+
+    def save(self, checkpoint: TaskCheckpoint, session_id: str = "default") -> int:
+        """Stores ``checkpoint`` as its next version (``checkpoint.version + 1`` unless a newer
+        number was set aside as corrupt); returns it and updates ``checkpoint``.
+        :class:`StaleCheckpointError` (nothing written) when the newest good version is newer
+        than the one ``checkpoint`` is based on; :class:`CheckpointStoreError` (nothing written)
+        or :class:`CheckpointCommitUnknownError` (outcome unknown) when the server fails."""
+        checkpoint.validate()
+        _check_session(session_id)
+
+        def body(connection: _Connection) -> tuple[int, float]:
+            self._lock_session(connection, "checkpoints", session_id)
+            newest = self._find_newest_good(
+                connection, session_id, functools.partial(self._set_aside, connection, session_id))
+            row = connection.execute(
+                "SELECT GREATEST((SELECT MAX(version) FROM ctxwindow_checkpoints WHERE session_id = %s), "
+                "(SELECT MAX(version) FROM ctxwindow_corrupt_checkpoints WHERE session_id = %s), 0)",
+                (session_id, session_id)).fetchone()
+            highest = int(row[0]) if row else 0
+            try:
+                version, saved_at, document = _next_version(
+                    checkpoint, newest.version if newest else 0, highest, session_id)
+            except StaleCheckpointError:
+                connection.commit()  # corrupt rows met stay set aside; this checkpoint is not written
+                raise
+            connection.execute("INSERT INTO ctxwindow_checkpoints VALUES (%s, %s, %s, %s)",
+                               (session_id, version, saved_at, document.encode()))
+            kept = [int(r[0]) for r in connection.execute(
+                "SELECT version FROM ctxwindow_checkpoints WHERE session_id = %s ORDER BY version DESC LIMIT %s",
+                (session_id, self.keep))]
+            retained = _retained_from(kept, self.keep)
+            if retained:
+                for table in ("ctxwindow_checkpoints", "ctxwindow_corrupt_checkpoints"):
+                    connection.execute(f"DELETE FROM {table} WHERE session_id = %s AND version < %s".encode(),
+                                       (session_id, retained))
+            return version, saved_at
+
+        version, saved_at = self._run(body)
+        checkpoint.version, checkpoint.saved_at = version, saved_at
+        return version
+
+    def load(self, session_id: str = "default") -> TaskCheckpoint | None:
+        """The newest good checkpoint of the session, or None if it never had one. Corrupt
+        rows are moved to ``ctxwindow_corrupt_checkpoints`` and reported;
+        :class:`CheckpointCorruptError` if no good one is left."""
+        _check_session(session_id)
+        found: list[tuple[int, str]] = []
+
+        def set_aside_later(version: int, reason: str) -> str:
+            found.append((version, reason))
+            return _PG_SET_ASIDE
+
+        def read(connection: _Connection) -> tuple[TaskCheckpoint | None, int]:
+            # One snapshot: concurrent saves may prune versions between the statements.
+            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            checkpoint = self._find_newest_good(connection, session_id, set_aside_later)
+            row = connection.execute("SELECT COUNT(*) FROM ctxwindow_corrupt_checkpoints WHERE session_id = %s",
+                                     (session_id,)).fetchone()
+            return checkpoint, int(row[0]) if row else 0
+
+        def set_aside(connection: _Connection) -> None:
+            self._lock_session(connection, "checkpoints", session_id)
+            for version, reason in found:
+                self._set_aside(connection, session_id, version, reason)
+
+        checkpoint, set_aside_count = self._run(read)
+        if found:  # readers take no lock unless they found something to set aside
+            self._run(set_aside)
+        return _loaded(session_id, checkpoint, set_aside_count + len(found))
+
+    def sessions(self) -> list[str]:
+        """The sessions with checkpoints."""
+        return self._run(lambda connection: [row[0] for row in connection.execute(
+            'SELECT session_id FROM ctxwindow_checkpoints GROUP BY session_id ORDER BY session_id COLLATE "C"')])
+
+    # --- the archive of evicted messages ---------------------------------------------------
+
+    def session_archive(self, session_id: str) -> PostgresArchive:
+        """The archive of one session as a :class:`~ctxwindow.archive.MessageArchive`: give it
+        to a window (``ContextWindow(..., archive=store.session_archive("s"))``) and the
+        retrieval ids of its placeholders resolve from this database, from any machine."""
+        return PostgresArchive(self, session_id)
+
+    def _put_groups(self, session_id: str, groups: Sequence[Sequence[Message]]) -> list[tuple[str, str]]:
+        """Stores the groups in one transaction; returns for each its retrieval id
+        (:func:`ctxwindow.archive.retrieval_id`) and the id of its first message row,
+        ``f"{session_id}:{position}"``. A group the session holds already is not stored again."""
+        _check_session(session_id)
+        documents = []
+        for group in groups:
+            if not all(isinstance(m, dict) for m in group):
+                raise InvalidTypeError("an archive stores message dicts")
+            try:
+                documents.append([json.dumps(m, ensure_ascii=False).encode() for m in group])
+            except (TypeError, ValueError) as error:
+                raise InvalidTypeError(f"an archived message must be JSON-serializable: {error}") from None
+
+        def body(connection: _Connection) -> list[tuple[str, str]]:
+            self._lock_session(connection, "archive", session_id)
+            row = connection.execute("SELECT COALESCE(MAX(position), 0) FROM ctxwindow_archive WHERE session_id = %s",
+                                     (session_id,)).fetchone()
+            position = int(row[0]) if row else 0
+            ids = []
+            for group, group_documents in zip(groups, documents):
+                group_id = retrieval_id(group)
+                stored = connection.execute(
+                    "SELECT retrieval_id FROM ctxwindow_archive WHERE session_id = %s AND group_id = %s "
+                    "ORDER BY position LIMIT 1", (session_id, group_id)).fetchone()
+                if stored is not None:
+                    ids.append((group_id, str(stored[0])))
+                    continue
+                ids.append((group_id, f"{session_id}:{position + 1}"))
+                rows = []
+                for message, document in zip(group, group_documents):
+                    position += 1
+                    rows.append((f"{session_id}:{position}", session_id, position, group_id, document, time.time(),
+                                 _search_text(message)))
+                with connection.cursor() as cursor:
+                    cursor.executemany(
+                        "INSERT INTO ctxwindow_archive (retrieval_id, session_id, position, group_id, message, "
+                        "archived_at, search) VALUES (%s, %s, %s, %s, %s, %s, to_tsvector('simple', %s))", rows)
+            return ids
+
+        return self._run(body)
+
+    @staticmethod
+    def _group(connection: _Connection, session_id: str, group_id: str) -> list[Message] | None:
+        rows = connection.execute(
+            "SELECT message FROM ctxwindow_archive WHERE session_id = %s AND group_id = %s ORDER BY position",
+            (session_id, group_id)).fetchall()
+        return [json.loads(bytes(row[0])) for row in rows] or None
+
+    def _get_group(self, session_id: str, group_id: str) -> list[Message] | None:
+        if not isinstance(group_id, str):
+            raise InvalidTypeError(f"a retrieval id is a str, got {type(group_id).__name__}")
+        return self._run(lambda connection: self._group(connection, session_id, group_id))
+
+    def _search_groups(self, session_id: str, query: str, limit: int) -> list[tuple[str, list[Message]]]:
+        phrases = _query_phrases(query, limit)
+        if not phrases:
+            return []
+
+        def body(connection: _Connection) -> list[tuple[str, list[Message]]]:
+            group_ids = [str(row[0]) for row in connection.execute(
+                f"SELECT group_id FROM ctxwindow_archive, (SELECT {_tsquery(phrases, '||')} AS q) AS query "
+                "WHERE session_id = %s AND search @@ q GROUP BY group_id "
+                "ORDER BY MAX(ts_rank(search, q)) DESC, MAX(position) DESC LIMIT %s".encode(),
+                (*phrases, session_id, limit))]
+            return [(group_id, self._group(connection, session_id, group_id) or []) for group_id in group_ids]
+
+        return self._run(body)
+
+    def archive(self, session_id: str, messages: Sequence[Message]) -> list[str]:
+        """Stores messages (evicted from a window), each as its own group; returns one id per
+        message for :meth:`get` (``f"{session_id}:{n}"``; a message the session holds already
+        keeps its id)."""
+        return [row_id for _, row_id in self._put_groups(session_id, [[message] for message in messages])]
+
+    def get(self, retrieval_id: str) -> Message | None:
+        """The archived message with that id (of any session, as returned by :meth:`archive`
+        and :meth:`search`), or None. Groups: :meth:`session_archive`."""
+        def body(connection: _Connection) -> Message | None:
+            row = connection.execute("SELECT message FROM ctxwindow_archive WHERE retrieval_id = %s",
+                                     (retrieval_id,)).fetchone()
+            return json.loads(bytes(row[0])) if row else None
+
+        return self._run(body)
+
+    def search(self, session_id: str, query: str, limit: int = 10) -> list[tuple[str, Message]]:
+        """Archived messages of the session containing every word of ``query``, best
+        ``ts_rank`` first: ``(retrieval_id, message)`` pairs."""
+        _check_session(session_id)
+        phrases = _query_phrases(query, limit)
+        if not phrases:
+            return []
+
+        def body(connection: _Connection) -> list[tuple[str, Message]]:
+            rows = connection.execute(
+                f"SELECT retrieval_id, message FROM ctxwindow_archive, (SELECT {_tsquery(phrases, '&&')} AS q) AS query "
+                "WHERE session_id = %s AND search @@ q ORDER BY ts_rank(search, q) DESC, position DESC "
+                "LIMIT %s".encode(), (*phrases, session_id, limit)).fetchall()
+            return [(str(row_id), json.loads(bytes(message))) for row_id, message in rows]
+
+        return self._run(body)
+
+    def archiver(self, session_id: str) -> Callable[..., None]:
+        """An ``on_evict`` callback that archives every evicted message of a window."""
+        _check_session(session_id)
+
+        def on_evict(evicted: Sequence[Message], *_: Any) -> None:
+            self.archive(session_id, evicted)
+        return on_evict
+
+
+class PostgresArchive(_StoreArchive):
+    """One session's part of a :class:`PostgresCheckpointStore`'s archive, implementing
+    :class:`~ctxwindow.archive.MessageArchive` (groups named by
+    :func:`ctxwindow.archive.retrieval_id`, stored once per session). Search finds groups
+    containing any query word (a word with inner punctuation, such as ``eu-west-1``, as a
+    phrase), best ``ts_rank`` first, newest first on ties."""
+
+    store: PostgresCheckpointStore
+
+    def __init__(self, store: PostgresCheckpointStore, session_id: str) -> None:
+        super().__init__(store, session_id)
 
 
 @functools.cache

@@ -21,6 +21,8 @@ __all__ = [
     "StaleCheckpointError",
     "WindowBusyError",
     "CheckpointCorruptError",
+    "CheckpointStoreError",
+    "CheckpointCommitUnknownError",
 ]
 
 
@@ -98,3 +100,15 @@ class WindowBusyError(CtxWindowError, RuntimeError):
     """A window was called while one of its own operations was in progress (from a strategy,
     a summarizer, or another coroutine while ``aadd`` awaits a summary). A window serves one
     agent loop; the call changed nothing."""
+
+
+class CheckpointStoreError(CtxWindowError, RuntimeError):
+    """A checkpoint store's database server failed the call (unreachable, connection lost,
+    restarted). A save that raises this wrote nothing, except for its subclass
+    :class:`CheckpointCommitUnknownError`; retrying it is safe."""
+
+
+class CheckpointCommitUnknownError(CheckpointStoreError):
+    """The connection was lost after COMMIT was sent: the save may or may not have been
+    written, and it is never retried automatically. Load the session to see which version it
+    holds (the saved checkpoint's content tells whether it was written) before saving again."""
