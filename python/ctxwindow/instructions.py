@@ -34,6 +34,7 @@ instructions are never superseded.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -203,6 +204,7 @@ def _stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=8192)
 def _signature(text: str) -> _Signature:
     words = _WORD.findall(text.lower())
     verb = preposition = None
@@ -221,10 +223,13 @@ def _signature(text: str) -> _Signature:
 
 def supersedes(new: str, old: str) -> bool:
     """Whether instruction ``new`` replaces ``old`` (see the module documentation)."""
-    a, b = _signature(new), _signature(old)
-    if not a.content or not b.content:
-        return False
+    return _supersedes(_signature(new), _RETRACTION.search(new) is not None, _signature(old))
+
+
+def _supersedes(a: _Signature, retraction: bool, b: _Signature) -> bool:
     shared = a.content & b.content
+    if not shared:
+        return False
     jaccard = len(shared) / len(a.content | b.content)
     if jaccard >= 0.8:
         return True  # a near-duplicate or the opposite rule on the very same subject
@@ -235,11 +240,10 @@ def supersedes(new: str, old: str) -> bool:
             return True  # "reply in X" / "reply in Y", "address me as X" / "... as Y"
         if len(a.content - b.content) == 1 and len(b.content - a.content) == 1 and len(shared) >= 2:
             return True  # one value changed
-    if _RETRACTION.search(new) and len(shared - {a.verb}) >= 1 and jaccard >= 0.25:
-        return True
-    return False
+    return retraction and len(shared - {a.verb}) >= 1 and jaccard >= 0.25
 
 
+@functools.lru_cache(maxsize=8192)
 def _normalized(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
@@ -257,6 +261,7 @@ class StandingInstructions:
     history: list[Instruction] = field(default_factory=list)
     #: Current instructions left out of the block by the token cap (ids).
     omitted: tuple[int, ...] = ()
+    _counted: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
@@ -300,8 +305,10 @@ class StandingInstructions:
                     return self._get(existing.id)
                 return None
         instruction = Instruction(len(self.history), text, turn, pinned, source, None, seq)
+        signature, retraction = _signature(text), _RETRACTION.search(text) is not None
         for index, existing in enumerate(self.history):
-            if existing.current and not existing.pinned and supersedes(text, existing.text):
+            if existing.current and not existing.pinned and _supersedes(signature, retraction,
+                                                                         _signature(existing.text)):
                 self.history[index] = replace(existing, superseded_by=instruction.id)
         self.history.append(instruction)
         return instruction
@@ -357,8 +364,13 @@ class StandingInstructions:
             return None
         used = count(INSTRUCTIONS_HEADER)
         chosen: set[int] = set()
+        counted = self._counted
         for instruction in sorted(current, key=lambda i: (not i.pinned, -i.id)):
-            tokens = count("- " + instruction.text + "\n")
+            if not instruction.pinned and used >= self.max_tokens:
+                break  # full: the older unpinned ones are omitted
+            tokens = counted.get(instruction.text)
+            if tokens is None:
+                tokens = counted[instruction.text] = count("- " + instruction.text + "\n")
             if instruction.pinned or used + tokens <= self.max_tokens:
                 chosen.add(instruction.id)
                 used += tokens

@@ -235,6 +235,8 @@ class ContextWindow:
         self._after: list[Callable[[], None]] = []
         self._answers: dict[Any, Any] = {}
         self._awaiting = False
+        #: Seqs of the messages holding an instruction that are still in the conversation verbatim.
+        self._held: set[int] = set()
         #: Groups archived by the plans applied in the current operation, written at its end.
         self._archived: dict[str, list[Message]] = {}
         overhead = self._with_system(_Overhead(), system)
@@ -324,17 +326,25 @@ class ContextWindow:
         return replace(overhead, notes=message,
                        notes_tokens=self.tokenizer.count_message(message) if message else 0)
 
+    def _held_sources(self, entries: Iterable[Entry] | None = None) -> set[int]:
+        """The seqs of the messages holding an instruction that are in the conversation
+        verbatim (from ``entries``, else from the store: O(window))."""
+        sources = {i.seq for i in self.standing_instructions.history if i.seq is not None}
+        if not sources:
+            return set()
+        return {e.seq for e in (self._store.entries() if entries is None else entries)
+                if e.seq in sources and e.kind == "message" and e.original is None}
+
     def _with_instructions(self, overhead: _Overhead) -> _Overhead:
         """The block of the instructions in force whose message is no longer in the
-        conversation verbatim (evicted, summarized or rewritten), and the reserve for the rest."""
+        conversation verbatim (evicted, summarized or rewritten: ``self._held`` says which are
+        still there), and the reserve for the rest."""
         instructions = self.standing_instructions
         full = instructions.render(self.tokenizer.count)
         if full is None:
             return replace(overhead, instructions=None, instructions_tokens=0, instructions_reserve=0,
                            instructions_text="")
-        sources = {i.seq for i in instructions.current if i.seq is not None}
-        held = {e.seq for e in self._store.entries()
-                if e.seq in sources and e.kind == "message" and e.original is None} if sources else set()
+        held = self._held
         text = instructions.render(self.tokenizer.count, lambda i: i.seq is None or i.seq not in held)
         message = {"role": "system", "content": text} if text else None
         tokens = self.tokenizer.count_message(message) if message else 0
@@ -450,7 +460,7 @@ class ContextWindow:
         savepoint = self._store.begin()
         saved = (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
                  self.last_compaction, self._overheads, list(self.notes.notes), self.settings,
-                 self.standing_instructions.snapshot())
+                 self.standing_instructions.snapshot(), self._held)
         after, self._after = self._after, []
         self._archived = {}
         try:
@@ -461,7 +471,7 @@ class ContextWindow:
         except BaseException as error:
             self._store.rollback(savepoint)
             (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
-             self.last_compaction, self._overheads, notes, self.settings, instructions) = saved
+             self.last_compaction, self._overheads, notes, self.settings, instructions, self._held) = saved
             self.notes.notes[:] = notes
             self.standing_instructions.reset(instructions)
             self._after = after
@@ -560,6 +570,7 @@ class ContextWindow:
         self.tokens_added += tokens
         if message["role"] == "user" and self.standing_instructions.detect:
             if self.standing_instructions.observe(text_of(message), self._store.turn, addition.entry.seq):
+                self._held = self._held | {addition.entry.seq}  # its message is in the conversation
                 self._overheads = self._with_instructions(self._overheads)
         if addition.open_calls:
             self._check_pending()
@@ -650,7 +661,11 @@ class ContextWindow:
         plan = plan_compaction(self._store, self.cascade, limits, self.tokenizer.count_message, self.archive,
                                answers=self._answers, awaiting=self._awaiting, gate=gate)
         evicted = [e.original or e.message for e in apply_plan(self._store, plan) if e.kind == "message"]
-        if self._overheads.instructions_reserve:
+        if self._held:
+            if plan.entries is None:  # a front cut: what it evicted is gone
+                self._held = self._held - {e.seq for e in plan.evicted}
+            else:
+                self._held = self._held_sources(plan.entries)
             self._overheads = self._with_instructions(self._overheads)  # within the plan's reserve
         self._archived.update(plan.archived)
         after = self._total()
@@ -821,6 +836,7 @@ class ContextWindow:
                 self.notes.write_note(note["category"], note["text"], note["importance"])
             self.standing_instructions.load(state.instructions)
             self._store.restore(entries, pending, state.open_calls, state.seq, state.turn)
+            self._held = self._held_sources(entries)
             self._overheads = self._with_instructions(self._with_notes(overhead))
             self._calibration = state.calibration
             self._fit()
