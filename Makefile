@@ -16,7 +16,7 @@ FFI_LIB := target/release/libctxwindow.a
 C_TESTS := $(patsubst tests/c/%.c,tests/c/bin/%,$(wildcard tests/c/*.c))
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
 
-.PHONY: demo test build rust-test c-test py-test lint header bench bench-dask soak clean postgres-server
+.PHONY: demo test build rust-test c-test py-test lint header bench bench-dask soak clean postgres-server sanitize
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ build: $(STAMP)
 demo: build
 	$(BIN)/ctxwindow replay --max-tokens 2500 --plot out/replay.png --json out/replay.json
 
-test: build rust-test c-test py-test lint
+test: build rust-test c-test sanitize py-test lint
 
 rust-test:
 	cargo test --release --workspace --exclude ctxwindow-python
@@ -45,6 +45,20 @@ tests/c/bin/%: tests/c/%.c rust/ffi/include/ctxwindow.h $(FFI_LIB)
 c-test: $(C_TESTS)
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done
 	@for t in $(C_TESTS); do echo "== valgrind $$t"; $(VALGRIND) $$t > /dev/null || exit 1; done
+
+# The C tests under AddressSanitizer + UndefinedBehaviorSanitizer (the C side instrumented, the
+# Rust static library's allocations seen through ASan's malloc); any report fails.
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_TESTS := $(patsubst tests/c/%.c,tests/c/bin/san-%,$(wildcard tests/c/*.c))
+
+tests/c/bin/san-%: tests/c/%.c rust/ffi/include/ctxwindow.h $(FFI_LIB)
+	@mkdir -p tests/c/bin
+	$(CC) $(CFLAGS) $(SAN_FLAGS) -o $@ $< $(FFI_LIB) -lpthread -ldl -lm
+
+sanitize: $(SAN_TESTS)
+	@for t in $(SAN_TESTS); do echo "== asan+ubsan $$t"; \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		$$t || exit 1; done
 
 py-test: build postgres-server
 	$(BIN)/python -m pytest -q

@@ -4,6 +4,7 @@ Hypothesis, the semantics of sqz's evictor, and bad input."""
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -426,3 +427,76 @@ def test_non_finite_embedding_row_is_reported() -> None:
     with pytest.raises(InvalidArgumentError, match="embedding must be finite, got inf at row 2, column 7"):
         score("hybrid", current_turn=4, created_turn=np.zeros(4, dtype=np.int64),
               embedding=embedding, task_embedding=np.ones(9, dtype=np.float32), **c)
+
+
+# --- the boundary: bool bytes and arrays written during a call ------------------------------
+
+
+@given(raw=hnp.arrays(np.uint8, st.integers(1, 64)))
+def test_pinned_bytes_viewed_as_bool_are_any_non_zero(raw: np.ndarray[Any, Any]) -> None:
+    # A uint8 array viewed as bool holds bytes other than 0/1; they are read as bytes (non-zero is
+    # pinned), never as invalid bools.
+    n = raw.size
+    created = np.zeros(n, dtype=np.int64)
+    scores = score("fifo", current_turn=3, created_turn=created, pinned=raw.view(np.bool_))
+    assert (np.isinf(scores) == (raw != 0)).all()
+    chosen = select_evictions(np.zeros(n), pinned=raw.view(np.bool_), ratio=1.0)
+    assert set(chosen.tolist()) == set(np.flatnonzero(raw == 0).tolist())
+
+
+def test_arrays_written_during_a_call_give_old_or_new_values() -> None:
+    """Scoring reads the caller's arrays without a copy, with the GIL released. Another thread
+    that writes them meanwhile (numpy copies release the GIL too) makes the call see, per item,
+    either the old or the new value: each score is one of the two, and nothing crashes. A value
+    made invalid during the call is reported (a negative count) or clamped (a content type)."""
+    n = 200_000
+    rng = np.random.default_rng(7)
+    old = rng.integers(0, 100, n).astype(np.int64)
+    new = old + 37
+    counts = rng.integers(0, 10, n).astype(np.int64)
+    live = old.copy()
+    want_old = score("retention", current_turn=120, last_access_turn=old, access_count=counts)
+    want_new = score("retention", current_turn=120, last_access_turn=new, access_count=counts)
+    stop = threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            live[:] = new
+            live[:] = old
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        for _ in range(30):
+            got = score("retention", current_turn=120, last_access_turn=live, access_count=counts)
+            assert ((got == want_old) | (got == want_new)).all()
+    finally:
+        stop.set()
+        thread.join()
+
+    # Invalid values written during the call: an error naming the column, or scores.
+    types = np.full(n, 2, dtype=np.uint8)
+    bad_counts = counts.copy()
+    stop.clear()
+
+    def vandal() -> None:
+        while not stop.is_set():
+            types[:] = 200
+            bad_counts[:] = -1
+            types[:] = 2
+            bad_counts[:] = counts
+
+    thread = threading.Thread(target=vandal)
+    thread.start()
+    try:
+        for _ in range(30):
+            try:
+                got = score("hybrid", current_turn=120, created_turn=old, last_access_turn=old,
+                            content_type=types, access_count=bad_counts)
+            except InvalidArgumentError as error:
+                assert "content_type" in str(error) or "access_count" in str(error)
+            else:
+                assert got.shape == (n,) and not np.isnan(got).any()
+    finally:
+        stop.set()
+        thread.join()

@@ -168,13 +168,59 @@ def test_non_str_text_is_a_type_error(bad: object) -> None:
         Tokenizer(bad)  # type: ignore[arg-type]
 
 
-def test_lone_surrogates_are_invalid_text() -> None:
+SURROGATES = ["\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00", "\ud83d\ude00"]
+surrogate = st.integers(0xD800, 0xDFFF).map(chr)
+text_with_surrogates = st.lists(
+    st.one_of(surrogate, st.sampled_from(TRICKY + SURROGATES), any_text), max_size=30
+).map("".join)
+
+
+def tiktoken_replacement(text: str) -> str:
+    """What Python tiktoken's encode does to a str that UTF-8 cannot carry."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+@pytest.mark.parametrize("encoding", REFERENCE_ENCODINGS)
+@given(text=text_with_surrogates)
+def test_lone_surrogates_count_as_tiktoken_counts_them(
+    encoding: str, reference: dict[str, Any], text: str
+) -> None:
+    # tiktoken replaces each lone surrogate with U+FFFD (a split pair becomes its character).
+    expected = reference[encoding].encode_ordinary(text)
+    assert expected == reference[encoding].encode(text, disallowed_special=())
+    tokenizer = Tokenizer(encoding)
+    assert tokenizer.count(text) == len(expected)
+    assert tokenizer.encode(text) == expected
+    assert tokenizer.count_many(["fine", text]).tolist() == [1, len(expected)]
+    assert tokenizer.pieces(text) == tokenizer.pieces(tiktoken_replacement(text))
+
+
+@pytest.mark.parametrize("encoding", REFERENCE_ENCODINGS)
+@pytest.mark.parametrize(
+    "text",
+    ["\ud800", "ok \udfff ok", "\ud83d\ude00", "\ude00\ud83d", "a" * 20_000 + "\udc80" * 5_000],
+    ids=["high", "low-inside", "split-pair", "reversed-pair", "long"],
+)
+def test_lone_surrogate_examples(encoding: str, reference: dict[str, Any], text: str) -> None:
+    expected = reference[encoding].encode_ordinary(text)
+    assert Tokenizer(encoding).count(text) == len(expected)
+    assert Tokenizer(encoding).encode(text) == expected
+
+
+def test_surrogates_in_the_estimators() -> None:
+    assert HeuristicTokenizer(chars_per_token=1.0).count("a\ud800b") == 3
+    seen: list[str] = []
+
+    def counter(text: str) -> int:
+        seen.append(text)
+        return 1
+
+    CallableTokenizer(counter).count("x\udfff")
+    assert seen == ["x\ufffd"]
+
+
+def test_count_many_rejects_non_text() -> None:
     tokenizer = Tokenizer("cl100k_base")
-    for bad in ["\ud800", "ok \udfff ok"]:
-        with pytest.raises(InvalidTextError, match="surrogate"):
-            tokenizer.count(bad)
-        with pytest.raises(InvalidTextError):
-            tokenizer.count_many(["fine", bad])
     with pytest.raises(InvalidTypeError, match="single str"):
         tokenizer.count_many("not a list")
     with pytest.raises(InvalidTypeError, match=r"texts\[1\]"):

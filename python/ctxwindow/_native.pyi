@@ -136,7 +136,7 @@ def score_columns(
     access_count: npt.NDArray[np.int64] | None = None,
     content_type: npt.NDArray[np.uint8] | None = None,
     priority: npt.NDArray[Any] | None = None,
-    pinned: npt.NDArray[np.bool_] | None = None,
+    pinned: npt.NDArray[np.uint8] | None = None,
     reference_count: npt.NDArray[np.int64] | None = None,
     embedding: npt.NDArray[Any] | None = None,
     task_embedding: npt.NDArray[Any] | None = None,
@@ -148,7 +148,7 @@ def score_columns(
 def select_columns(
     scores: npt.NDArray[np.float64],
     tokens: npt.NDArray[np.int64] | None = None,
-    pinned: npt.NDArray[np.bool_] | None = None,
+    pinned: npt.NDArray[np.uint8] | None = None,
     content_type: npt.NDArray[np.uint8] | None = None,
     *,
     target_free_tokens: int | None = None,

@@ -4,8 +4,18 @@ Score millions of stored context or memory items in one call: the columns are nu
 lists, pandas Series, pyarrow arrays, or the columns of a pandas DataFrame / pyarrow Table passed
 as ``data``), read without a copy when they are contiguous and of the native dtype (int64 for
 turns and counts, uint8 for ``content_type``, bool for ``pinned``, float32/float64 for
-``priority`` and embeddings). The kernel makes one fused pass per item in Rust, spread over the
-cores with the GIL released; results do not depend on the number of threads.
+``priority`` and embeddings; a bool column is read as its bytes, any non-zero byte true, so a
+uint8 array viewed as bool is well defined). The kernel makes one fused pass per item in Rust,
+spread over the cores with the GIL released; results do not depend on the number of threads.
+
+Arrays written during a call: the columns are read in place, without a lock, while the GIL is
+released, so another thread may write them meanwhile (numpy itself releases the GIL while it
+copies). That is a data race, which the Rust and C memory models leave undefined; what the code
+ensures (every read is a plain aligned load of a type valid for any bit pattern,
+every index is bounds-checked) is that the call does not crash: each item's score is computed
+from the value it read, old or new, and a value made invalid during the call is either
+reported (a negative count, a non-finite embedding) or clamped (a content type code above 5 scores
+as 5). Which items see the new values is unspecified; score a copy if the arrays may change.
 
 >>> import numpy as np
 >>> from ctxwindow.scoring import score, select_evictions
@@ -263,16 +273,19 @@ def _content_type_column(value: Any) -> npt.NDArray[np.uint8] | None:
     return np.ascontiguousarray(array, dtype=np.uint8)
 
 
-def _bool_column(value: Any, name: str) -> npt.NDArray[np.bool_] | None:
+def _bool_column(value: Any, name: str) -> npt.NDArray[np.uint8] | None:
+    """A bool column as the bytes the native code reads (any non-zero byte is true): a bool array
+    is viewed as uint8 without a copy, so a bool array whose bytes are not 0/1 (a uint8 array
+    viewed as bool) is read as defined bytes rather than as invalid bools."""
     if value is None:
         return None
     array = _array(value, name)
     if array.size == 0:
-        return np.empty(0, dtype=np.bool_)
+        return np.empty(0, dtype=np.uint8)
     if array.dtype.kind == "b":
-        return np.ascontiguousarray(array)
+        return np.ascontiguousarray(array).view(np.uint8)
     if array.dtype.kind in "iu" and bool(np.isin(array, (0, 1)).all()):
-        return np.ascontiguousarray(array, dtype=np.bool_)
+        return np.ascontiguousarray(array, dtype=np.uint8)
     raise InvalidTypeError(f"column {name} must have a bool dtype (or 0/1 integers), got {array.dtype}")
 
 

@@ -11,7 +11,7 @@ static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 * fabs(b);
 static void test_retention(void) {
     int64_t last[4] = {10, 5, 0, 12};
     int64_t access[4] = {0, 1, 10, 3};
-    bool pinned[4] = {false, false, false, true};
+    uint8_t pinned[4] = {0, 0, 0, 2}; /* any non-zero byte is true */
     ctxw_columns columns;
     memset(&columns, 0, sizeof columns);
     columns.len = 4;
@@ -92,7 +92,7 @@ static void test_selection(void) {
     CHECK(n == 4); /* the +inf item is never selected */
     CHECK_STATUS(ctxw_select_by_ratio(scores, 5, NULL, NULL, 1.0, 0, out, 2, &n), CTXW_BUFFER_TOO_SMALL);
     CHECK(n == 4);
-    bool pinned[5] = {false, true, false, false, false};
+    uint8_t pinned[5] = {0, 255, 0, 0, 0};
     CHECK_STATUS(ctxw_select_by_ratio(scores, 5, pinned, NULL, 0.4, 0, out, 5, &n), CTXW_OK);
     CHECK(n == 1 && out[0] == 3);
     /* 20 + 40 tokens from the two lowest scores reach 55. */

@@ -87,8 +87,10 @@ pub struct Columns<'a> {
     pub content_type: Option<&'a [u8]>,
     /// Explicit priority in [0, 1] (the `explicit` term of `priority` when not pinned).
     pub priority: Option<Floats<'a>>,
-    /// Pinned items (never evicted, score `+inf`).
-    pub pinned: Option<&'a [bool]>,
+    /// Pinned items (never evicted, score `+inf`), one byte per item: any non-zero byte is
+    /// true. Bytes rather than `bool` so that any memory a caller passes (a C `uint8_t` array, a
+    /// numpy `uint8` array viewed as `bool`) is a valid value.
+    pub pinned: Option<&'a [u8]>,
     /// How many later items refer to each item (>= 0).
     pub reference_count: Option<&'a [i64]>,
     /// Row-major `n x dim` embeddings.
@@ -438,6 +440,14 @@ fn reads_reference_count(policy: &Policy) -> bool {
     )
 }
 
+/// A validated content type code as an index. The clamp is a no-op on validated columns; it keeps
+/// a code that another thread changed after validation (a caller's array written during the call)
+/// inside the tables instead of panicking.
+#[inline(always)]
+fn type_code(code: u8) -> usize {
+    usize::from(code).min(CONTENT_TYPES - 1)
+}
+
 fn check_non_negative(name: &str, values: &[i64]) -> Result<()> {
     match values.iter().position(|&v| v < 0) {
         None => Ok(()),
@@ -472,7 +482,7 @@ impl Columns<'_> {
         see("access_count", self.access_count.map(<[i64]>::len))?;
         see("content_type", self.content_type.map(<[u8]>::len))?;
         see("priority", self.priority.as_ref().map(Floats::len))?;
-        see("pinned", self.pinned.map(<[bool]>::len))?;
+        see("pinned", self.pinned.map(<[u8]>::len))?;
         see("reference_count", self.reference_count.map(<[i64]>::len))?;
         Ok(n.map_or(0, |(len, _)| len))
     }
@@ -538,7 +548,7 @@ impl Columns<'_> {
                         "task_embedding must not be empty".to_owned(),
                     ));
                 }
-                if embedding.len() != n * dim {
+                if n.checked_mul(dim) != Some(embedding.len()) {
                     return Err(Error::InvalidArgument(format!(
                         "embedding must be {n} x {dim} (n items x the task_embedding's \
                          dimension), got {} values",
@@ -745,14 +755,14 @@ impl Kernel<'_> {
         let source = self
             .cols
             .content_type
-            .map_or(p.unknown_source, |t| p.source_prestige[usize::from(t[i])]);
+            .map_or(p.unknown_source, |t| p.source_prestige[type_code(t[i])]);
         let reuse = self.cols.reference_count.map_or(0.0, |r| {
             if r[i] < 0 {
                 self.negative.store(true, Ordering::Relaxed);
             }
             (r[i] as f64 / p.reuse_saturation).min(1.0)
         });
-        let explicit = if self.cols.pinned.is_some_and(|pinned| pinned[i]) {
+        let explicit = if self.cols.pinned.is_some_and(|pinned| pinned[i] != 0) {
             1.0
         } else {
             self.cols
@@ -769,7 +779,7 @@ impl Kernel<'_> {
         let created = self.cols.created_turn.expect("validated");
         let types = self.cols.content_type.expect("validated");
         let age = self.age_since(created, i).max(0) as f64;
-        (1.0 - age / p.ttl[usize::from(types[i])]).max(0.0)
+        (1.0 - age / p.ttl[type_code(types[i])]).max(0.0)
     }
 
     #[inline(always)]
@@ -796,7 +806,7 @@ impl Kernel<'_> {
     /// `+inf` for pinned items and system prompts, else `score(i)`.
     #[inline(always)]
     fn guarded(&self, i: usize, score: impl Fn(usize) -> f64) -> f64 {
-        if self.cols.pinned.is_some_and(|pinned| pinned[i])
+        if self.cols.pinned.is_some_and(|pinned| pinned[i] != 0)
             || self
                 .cols
                 .content_type
@@ -1009,7 +1019,7 @@ mod tests {
     fn pinned_and_system_prompts_are_infinite() {
         let created = [0i64, 0, 0];
         let types = [0u8, 2, 4];
-        let pinned = [false, true, false];
+        let pinned = [0u8, 2, 0];
         let cols = Columns {
             created_turn: Some(&created),
             content_type: Some(&types),

@@ -22,8 +22,8 @@ pub struct Selection<'a> {
     pub scores: &'a [f64],
     /// Tokens per item (>= 0); required by [`Stop::TargetFreeTokens`].
     pub tokens: Option<&'a [i64]>,
-    /// Items that may never be selected.
-    pub pinned: Option<&'a [bool]>,
+    /// Items that may never be selected, one byte per item: any non-zero byte is true.
+    pub pinned: Option<&'a [u8]>,
     /// Content type codes; system prompts (0) are never selected.
     pub content_type: Option<&'a [u8]>,
     /// At most `n - min_keep` items are selected (pinned items count as kept).
@@ -58,7 +58,7 @@ fn smallest_sorted(keys: &mut [(u64, u64)], k: usize) {
 impl Selection<'_> {
     fn evictable(&self, i: usize) -> bool {
         self.scores[i] != f64::INFINITY
-            && !self.pinned.is_some_and(|p| p[i])
+            && self.pinned.is_none_or(|p| p[i] == 0)
             && self
                 .content_type
                 .is_none_or(|t| t[i] != ContentType::SystemPrompt as u8)
@@ -73,7 +73,7 @@ impl Selection<'_> {
         }
         for (name, len) in [
             ("tokens", self.tokens.map(<[i64]>::len)),
-            ("pinned", self.pinned.map(<[bool]>::len)),
+            ("pinned", self.pinned.map(<[u8]>::len)),
             ("content_type", self.content_type.map(<[u8]>::len)),
         ] {
             if let Some(len) = len
@@ -197,7 +197,7 @@ mod tests {
     #[test]
     fn pinned_inside_the_ranks_lowers_the_count() {
         let scores = [0.1, 0.2, 0.3, 0.4];
-        let pinned = [true, false, false, false];
+        let pinned = [255u8, 0, 0, 0];
         let s = Selection {
             pinned: Some(&pinned),
             ..selection(&scores, None)

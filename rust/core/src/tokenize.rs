@@ -530,7 +530,10 @@ impl Tokenizer {
                 "dim must be in 1..=65536, got {dim}"
             )));
         }
-        let mut out = vec![0.0f32; texts.len() * dim];
+        let len = texts.len().checked_mul(dim).ok_or_else(|| {
+            Error::InvalidArgument(format!("{} texts x dim {dim} overflows", texts.len()))
+        })?;
+        let mut out = vec![0.0f32; len];
         out.par_chunks_mut(dim)
             .zip(texts.par_iter())
             .for_each(|(row, text)| row.copy_from_slice(&self.embed(text.as_ref(), dim)));

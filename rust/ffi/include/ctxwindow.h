@@ -23,7 +23,7 @@ enum ctxw_status
   CTXW_INVALID_ARGUMENT = 2,
   // The caller's buffer is too small; the length needed was written to `out_len`.
   CTXW_BUFFER_TOO_SMALL = 3,
-  // A token total or count does not fit its type.
+  // A token total, count or length (an array's size in bytes) does not fit its type.
   CTXW_OVERFLOW = 4,
   // A Rust panic was caught at the boundary (a bug: please report it).
   CTXW_PANIC = 5,
@@ -75,7 +75,8 @@ typedef struct ctxw_retention_params {
 
 // The input columns of a scoring call. Every non-NULL pointer points to `len` values (the
 // embedding to `len * embedding_dim`, row-major); NULL means the column is absent. The caller
-// owns every array; the library only reads them during the call.
+// owns every array; the library only reads them during the call. A length whose size in bytes
+// overflows (`len * embedding_dim * 4` included) is `CTXW_OVERFLOW`.
 typedef struct ctxw_columns {
   // Number of items.
   size_t len;
@@ -92,8 +93,8 @@ typedef struct ctxw_columns {
   const uint8_t *content_type;
   // Explicit priority in [0, 1], or NULL.
   const double *priority;
-  // Pinned items (never evicted), or NULL.
-  const bool *pinned;
+  // Pinned items (never evicted), one byte each: 0 is false, any other value true; or NULL.
+  const uint8_t *pinned;
   // Reference count of each item (>= 0), or NULL.
   const int64_t *reference_count;
   // Row-major `len x embedding_dim` float32 embeddings, or NULL.
@@ -116,21 +117,23 @@ extern "C" {
 ctxw_status ctxw_history_new(struct ctxw_history **out);
 
 // Frees a history from `ctxw_history_new`. NULL is accepted and ignored. Snapshots taken from it
-// stay valid objects (they hold no payloads) but can no longer be restored anywhere.
+// stay valid objects (they hold no payloads) but can no longer be restored anywhere. The
+// thread's last error is kept.
 //
 // # Safety
 // `history` must be NULL or a pointer from `ctxw_history_new` not yet freed.
 void ctxw_history_free(struct ctxw_history *history);
 
-// Appends `payload` costing `tokens`. `starts_group = false` attaches it to the group of the
-// previous entry (a tool result to its call). `CTXW_OVERFLOW` if the total would exceed 2^64-1.
+// Appends `payload` costing `tokens`. `starts_group` is a byte: 0 attaches the entry to the
+// group of the previous entry (a tool result to its call), any other value starts a new group.
+// `CTXW_OVERFLOW` if the total would exceed 2^64-1.
 //
 // # Safety
 // `history` must be a valid history pointer.
 ctxw_status ctxw_history_push(struct ctxw_history *history,
                               uint64_t payload,
                               uint64_t tokens,
-                              bool starts_group);
+                              uint8_t starts_group);
 
 // Evicts the oldest whole groups until `total + overhead <= target`, where the target is
 // `*low_watermark` when `low_watermark` is not NULL (it must not exceed `max_tokens`) and
@@ -183,7 +186,7 @@ ctxw_status ctxw_history_get(const struct ctxw_history *history,
 // `history` must be a valid history pointer and `out` valid for a write.
 ctxw_status ctxw_history_snapshot(struct ctxw_history *history, struct ctxw_snapshot **out);
 
-// Frees a snapshot. NULL is accepted and ignored.
+// Frees a snapshot. NULL is accepted and ignored. The thread's last error is kept.
 //
 // # Safety
 // `snapshot` must be NULL or a pointer from `ctxw_history_snapshot` not yet freed.
@@ -241,7 +244,9 @@ ctxw_status ctxw_score_retention(int64_t current_turn,
 // prompts (content type 0) and +infinity scores inside those ranks lower the count. Writes the
 // indices in eviction order to `out_indices` (capacity `cap`; `len` always suffices) and their
 // number to `*out_len` (also on `CTXW_BUFFER_TOO_SMALL`). `tokens`, `pinned` and `content_type`
-// may be NULL. `CTXW_INVALID_ARGUMENT` for NaN scores or a ratio outside [0, 1].
+// may be NULL; `pinned` holds one byte per item, any non-zero value meaning pinned.
+// `CTXW_OVERFLOW` when `len` values of a column overflow the address space.
+// `CTXW_INVALID_ARGUMENT` for NaN scores or a ratio outside [0, 1].
 //
 // # Safety
 // `scores` valid for `len` reads (NULL only when `len` is 0); each of `tokens`, `pinned`,
@@ -249,7 +254,7 @@ ctxw_status ctxw_score_retention(int64_t current_turn,
 // valid.
 ctxw_status ctxw_select_by_ratio(const double *scores,
                                  size_t len,
-                                 const bool *pinned,
+                                 const uint8_t *pinned,
                                  const uint8_t *content_type,
                                  double ratio,
                                  size_t min_keep,
@@ -267,7 +272,7 @@ ctxw_status ctxw_select_by_ratio(const double *scores,
 ctxw_status ctxw_select_by_tokens(const double *scores,
                                   const int64_t *tokens,
                                   size_t len,
-                                  const bool *pinned,
+                                  const uint8_t *pinned,
                                   const uint8_t *content_type,
                                   uint64_t target_free_tokens,
                                   size_t min_keep,
@@ -275,9 +280,10 @@ ctxw_status ctxw_select_by_tokens(const double *scores,
                                   size_t cap,
                                   size_t *out_len);
 
-// A static, NUL-terminated description of `status`. Never NULL; the caller must not free it.
+// A static, NUL-terminated description of `status`, any `uint32_t`: a number that is not a
+// `ctxw_status` gets the message "unknown status code". Never NULL; the caller must not free it.
 // Thread-safe.
-const char *ctxw_status_message(ctxw_status status);
+const char *ctxw_status_message(uint32_t status);
 
 // Copies the message of the last failed `ctxw_` call on the calling thread (empty after a
 // success) into `buf` (capacity `cap` bytes), NUL-terminated. `*out_len` receives the message
@@ -307,7 +313,7 @@ ctxw_status ctxw_tokenizer_new(const char *encoding, struct ctxw_tokenizer **out
 // `model` must be a NUL-terminated string and `out` valid for a write.
 ctxw_status ctxw_tokenizer_for_model(const char *model, struct ctxw_tokenizer **out);
 
-// Frees a tokenizer. NULL is accepted and ignored.
+// Frees a tokenizer. NULL is accepted and ignored. The thread's last error is kept.
 //
 // # Safety
 // `tokenizer` must be NULL or a pointer from `ctxw_tokenizer_new`/`_for_model` not yet freed.

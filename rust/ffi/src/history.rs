@@ -3,7 +3,7 @@
 
 use ctxwindow_core::{Snapshot, TokenHistory};
 
-use crate::status::{boundary, core_error, ctxw_status, fail, non_null};
+use crate::status::{boundary, core_error, ctxw_status, fail, guarded, non_null};
 use ctxw_status::*;
 
 /// A token-tracked FIFO history of `uint64_t` payloads. Opaque. Not thread-safe: calls on one
@@ -36,13 +36,14 @@ pub unsafe extern "C" fn ctxw_history_new(out: *mut *mut ctxw_history) -> ctxw_s
 }
 
 /// Frees a history from `ctxw_history_new`. NULL is accepted and ignored. Snapshots taken from it
-/// stay valid objects (they hold no payloads) but can no longer be restored anywhere.
+/// stay valid objects (they hold no payloads) but can no longer be restored anywhere. The
+/// thread's last error is kept.
 ///
 /// # Safety
 /// `history` must be NULL or a pointer from `ctxw_history_new` not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ctxw_history_free(history: *mut ctxw_history) {
-    let _ = boundary(|| {
+    let _ = guarded(|| {
         if !history.is_null() {
             // SAFETY: the pointer came from Box::into_raw in ctxw_history_new (caller's contract).
             drop(unsafe { Box::from_raw(history) });
@@ -51,8 +52,9 @@ pub unsafe extern "C" fn ctxw_history_free(history: *mut ctxw_history) {
     });
 }
 
-/// Appends `payload` costing `tokens`. `starts_group = false` attaches it to the group of the
-/// previous entry (a tool result to its call). `CTXW_OVERFLOW` if the total would exceed 2^64-1.
+/// Appends `payload` costing `tokens`. `starts_group` is a byte: 0 attaches the entry to the
+/// group of the previous entry (a tool result to its call), any other value starts a new group.
+/// `CTXW_OVERFLOW` if the total would exceed 2^64-1.
 ///
 /// # Safety
 /// `history` must be a valid history pointer.
@@ -61,13 +63,13 @@ pub unsafe extern "C" fn ctxw_history_push(
     history: *mut ctxw_history,
     payload: u64,
     tokens: u64,
-    starts_group: bool,
+    starts_group: u8,
 ) -> ctxw_status {
     boundary(|| {
         non_null!(history);
         // SAFETY: non-null, and valid and unaliased by the caller's contract.
         let history = unsafe { &mut *history };
-        match history.inner.push(payload, tokens, starts_group) {
+        match history.inner.push(payload, tokens, starts_group != 0) {
             Ok(()) => CTXW_OK,
             Err(err) => core_error(err),
         }
@@ -239,13 +241,13 @@ pub unsafe extern "C" fn ctxw_history_snapshot(
     })
 }
 
-/// Frees a snapshot. NULL is accepted and ignored.
+/// Frees a snapshot. NULL is accepted and ignored. The thread's last error is kept.
 ///
 /// # Safety
 /// `snapshot` must be NULL or a pointer from `ctxw_history_snapshot` not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ctxw_snapshot_free(snapshot: *mut ctxw_snapshot) {
-    let _ = boundary(|| {
+    let _ = guarded(|| {
         if !snapshot.is_null() {
             // SAFETY: the pointer came from Box::into_raw (caller's contract).
             drop(unsafe { Box::from_raw(snapshot) });

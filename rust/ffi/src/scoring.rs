@@ -6,12 +6,13 @@ use std::ffi::{CStr, c_char};
 use ctxwindow_core::score::{self, Columns, Floats, Policy, RetentionParams};
 use ctxwindow_core::select::{self, Selection, Stop};
 
-use crate::status::{boundary, core_error, ctxw_status, fail, non_null};
+use crate::status::{array, boundary, core_error, ctxw_status, fail, non_null};
 use ctxw_status::*;
 
 /// The input columns of a scoring call. Every non-NULL pointer points to `len` values (the
 /// embedding to `len * embedding_dim`, row-major); NULL means the column is absent. The caller
-/// owns every array; the library only reads them during the call.
+/// owns every array; the library only reads them during the call. A length whose size in bytes
+/// overflows (`len * embedding_dim * 4` included) is `CTXW_OVERFLOW`.
 #[repr(C)]
 pub struct ctxw_columns {
     /// Number of items.
@@ -29,8 +30,8 @@ pub struct ctxw_columns {
     pub content_type: *const u8,
     /// Explicit priority in [0, 1], or NULL.
     pub priority: *const f64,
-    /// Pinned items (never evicted), or NULL.
-    pub pinned: *const bool,
+    /// Pinned items (never evicted), one byte each: 0 is false, any other value true; or NULL.
+    pub pinned: *const u8,
     /// Reference count of each item (>= 0), or NULL.
     pub reference_count: *const i64,
     /// Row-major `len x embedding_dim` float32 embeddings, or NULL.
@@ -66,36 +67,48 @@ pub extern "C" fn ctxw_retention_params_default() -> ctxw_retention_params {
 
 /// # Safety
 /// `ptr` is NULL or valid for `len` reads.
-unsafe fn column<'a, T>(ptr: *const T, len: usize) -> Option<&'a [T]> {
+unsafe fn column<'a, T>(
+    ptr: *const T,
+    len: usize,
+    what: &'static str,
+) -> Result<Option<&'a [T]>, ctxw_status> {
     if ptr.is_null() {
-        None
-    } else if len == 0 {
-        Some(&[])
+        Ok(None)
     } else {
         // SAFETY: non-null and valid for len reads (caller's contract).
-        Some(unsafe { std::slice::from_raw_parts(ptr, len) })
+        unsafe { array(ptr, len, what) }.map(Some)
     }
 }
 
 /// # Safety
 /// Every non-NULL pointer of `columns` is valid for its documented length.
-unsafe fn borrow_columns(columns: &ctxw_columns) -> Columns<'_> {
+unsafe fn borrow_columns(columns: &ctxw_columns) -> Result<Columns<'_>, ctxw_status> {
     let n = columns.len;
     let dim = columns.embedding_dim;
+    let embedding_len = if columns.embedding.is_null() {
+        0
+    } else {
+        n.checked_mul(dim).ok_or_else(|| {
+            fail(
+                CTXW_OVERFLOW,
+                format!("columns.len {n} x embedding_dim {dim} overflows"),
+            )
+        })?
+    };
     // SAFETY: each pointer is NULL or valid for the length documented in ctxw_columns.
     unsafe {
-        Columns {
-            tokens: column(columns.tokens, n),
-            created_turn: column(columns.created_turn, n),
-            last_access_turn: column(columns.last_access_turn, n),
-            access_count: column(columns.access_count, n),
-            content_type: column(columns.content_type, n),
-            priority: column(columns.priority, n).map(Floats::F64),
-            pinned: column(columns.pinned, n),
-            reference_count: column(columns.reference_count, n),
-            embedding: column(columns.embedding, n.saturating_mul(dim)).map(Floats::F32),
-            task_embedding: column(columns.task_embedding, dim).map(Floats::F32),
-        }
+        Ok(Columns {
+            tokens: column(columns.tokens, n, "tokens")?,
+            created_turn: column(columns.created_turn, n, "created_turn")?,
+            last_access_turn: column(columns.last_access_turn, n, "last_access_turn")?,
+            access_count: column(columns.access_count, n, "access_count")?,
+            content_type: column(columns.content_type, n, "content_type")?,
+            priority: column(columns.priority, n, "priority")?.map(Floats::F64),
+            pinned: column(columns.pinned, n, "pinned")?,
+            reference_count: column(columns.reference_count, n, "reference_count")?,
+            embedding: column(columns.embedding, embedding_len, "embedding")?.map(Floats::F32),
+            task_embedding: column(columns.task_embedding, dim, "task_embedding")?.map(Floats::F32),
+        })
     }
 }
 
@@ -121,8 +134,17 @@ fn run_score(
     if out_len > 0 && out.is_null() {
         return fail(CTXW_NULL_ARGUMENT, "argument `out` is NULL");
     }
+    if crate::status::byte_len::<f64>(out_len).is_none() {
+        return fail(
+            CTXW_OVERFLOW,
+            format!("`out` of {out_len} values overflows the address space"),
+        );
+    }
     // SAFETY: the column pointers are valid for their lengths (caller's contract).
-    let borrowed = unsafe { borrow_columns(columns) };
+    let borrowed = match unsafe { borrow_columns(columns) } {
+        Ok(borrowed) => borrowed,
+        Err(status) => return status,
+    };
     if borrowed.item_count().unwrap_or(0) == 0 && columns.len > 0 {
         return fail(
             CTXW_INVALID_ARGUMENT,
@@ -208,7 +230,7 @@ fn run_select(
     scores: *const f64,
     len: usize,
     tokens: *const i64,
-    pinned: *const bool,
+    pinned: *const u8,
     content_type: *const u8,
     min_keep: usize,
     stop: Stop,
@@ -222,12 +244,18 @@ fn run_select(
     }
     // SAFETY: each pointer is NULL or valid for len reads (caller's contract).
     let selection = unsafe {
-        Selection {
-            scores: column(scores, len).unwrap_or(&[]),
-            tokens: column(tokens, len),
-            pinned: column(pinned, len),
-            content_type: column(content_type, len),
-            min_keep,
+        let columns = (|| {
+            Ok::<_, ctxw_status>(Selection {
+                scores: column(scores, len, "scores")?.unwrap_or(&[]),
+                tokens: column(tokens, len, "tokens")?,
+                pinned: column(pinned, len, "pinned")?,
+                content_type: column(content_type, len, "content_type")?,
+                min_keep,
+            })
+        })();
+        match columns {
+            Ok(selection) => selection,
+            Err(status) => return status,
         }
     };
     let chosen = match select::select_evictions(&selection, stop) {
@@ -257,7 +285,9 @@ fn run_select(
 /// prompts (content type 0) and +infinity scores inside those ranks lower the count. Writes the
 /// indices in eviction order to `out_indices` (capacity `cap`; `len` always suffices) and their
 /// number to `*out_len` (also on `CTXW_BUFFER_TOO_SMALL`). `tokens`, `pinned` and `content_type`
-/// may be NULL. `CTXW_INVALID_ARGUMENT` for NaN scores or a ratio outside [0, 1].
+/// may be NULL; `pinned` holds one byte per item, any non-zero value meaning pinned.
+/// `CTXW_OVERFLOW` when `len` values of a column overflow the address space.
+/// `CTXW_INVALID_ARGUMENT` for NaN scores or a ratio outside [0, 1].
 ///
 /// # Safety
 /// `scores` valid for `len` reads (NULL only when `len` is 0); each of `tokens`, `pinned`,
@@ -268,7 +298,7 @@ fn run_select(
 pub unsafe extern "C" fn ctxw_select_by_ratio(
     scores: *const f64,
     len: usize,
-    pinned: *const bool,
+    pinned: *const u8,
     content_type: *const u8,
     ratio: f64,
     min_keep: usize,
@@ -305,7 +335,7 @@ pub unsafe extern "C" fn ctxw_select_by_tokens(
     scores: *const f64,
     tokens: *const i64,
     len: usize,
-    pinned: *const bool,
+    pinned: *const u8,
     content_type: *const u8,
     target_free_tokens: u64,
     min_keep: usize,

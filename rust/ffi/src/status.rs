@@ -18,7 +18,7 @@ pub enum ctxw_status {
     CTXW_INVALID_ARGUMENT = 2,
     /// The caller's buffer is too small; the length needed was written to `out_len`.
     CTXW_BUFFER_TOO_SMALL = 3,
-    /// A token total or count does not fit its type.
+    /// A token total, count or length (an array's size in bytes) does not fit its type.
     CTXW_OVERFLOW = 4,
     /// A Rust panic was caught at the boundary (a bug: please report it).
     CTXW_PANIC = 5,
@@ -43,13 +43,37 @@ pub enum ctxw_status {
 use ctxw_status::*;
 
 impl ctxw_status {
+    /// Every status, for the lookup from a C `uint32_t`.
+    const ALL: [ctxw_status; 14] = [
+        CTXW_OK,
+        CTXW_NULL_ARGUMENT,
+        CTXW_INVALID_ARGUMENT,
+        CTXW_BUFFER_TOO_SMALL,
+        CTXW_OVERFLOW,
+        CTXW_PANIC,
+        CTXW_INVALID_UTF8,
+        CTXW_FOREIGN_SNAPSHOT,
+        CTXW_SNAPSHOT_UNREACHABLE,
+        CTXW_INDEX_OUT_OF_RANGE,
+        CTXW_WATERMARK_ABOVE_MAX,
+        CTXW_UNKNOWN_ENCODING,
+        CTXW_UNKNOWN_MODEL,
+        CTXW_UNKNOWN_TOKEN,
+    ];
+
+    /// The status whose number is `code`, if any (a lookup, never a transmute: C may pass any
+    /// `uint32_t`).
+    pub fn from_code(code: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| *status as u32 == code)
+    }
+
     fn message(self) -> &'static std::ffi::CStr {
         match self {
             CTXW_OK => c"ok",
             CTXW_NULL_ARGUMENT => c"a required pointer argument was NULL",
             CTXW_INVALID_ARGUMENT => c"an argument is outside its allowed range",
             CTXW_BUFFER_TOO_SMALL => c"the buffer is too small; out_len holds the length needed",
-            CTXW_OVERFLOW => c"a token total or count does not fit its type",
+            CTXW_OVERFLOW => c"a token total, count or length does not fit its type",
             CTXW_PANIC => c"internal error (a panic was caught at the C boundary)",
             CTXW_INVALID_UTF8 => c"text is not valid UTF-8",
             CTXW_FOREIGN_SNAPSHOT => c"snapshot belongs to another history",
@@ -104,6 +128,12 @@ pub(crate) fn core_error(err: Error) -> ctxw_status {
 /// Runs `body` inside the panic boundary. The thread's last error is cleared first.
 pub(crate) fn boundary(body: impl FnOnce() -> ctxw_status) -> ctxw_status {
     set_last_error(String::new());
+    guarded(body)
+}
+
+/// Runs `body` inside the panic boundary, keeping the thread's last error (for the `_free`
+/// functions, which a caller runs during cleanup between a failure and reading its message).
+pub(crate) fn guarded(body: impl FnOnce() -> ctxw_status) -> ctxw_status {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(status) => status,
         Err(panic) => {
@@ -132,11 +162,45 @@ macro_rules! non_null {
 }
 pub(crate) use non_null;
 
-/// A static, NUL-terminated description of `status`. Never NULL; the caller must not free it.
+/// A static, NUL-terminated description of `status`, any `uint32_t`: a number that is not a
+/// `ctxw_status` gets the message "unknown status code". Never NULL; the caller must not free it.
 /// Thread-safe.
 #[unsafe(no_mangle)]
-pub extern "C" fn ctxw_status_message(status: ctxw_status) -> *const c_char {
-    status.message().as_ptr()
+pub extern "C" fn ctxw_status_message(status: u32) -> *const c_char {
+    ctxw_status::from_code(status)
+        .map_or(c"unknown status code", ctxw_status::message)
+        .as_ptr()
+}
+
+/// The size in bytes of `len` values of `T`, if it fits `isize` (the bound on any Rust slice).
+pub(crate) fn byte_len<T>(len: usize) -> Option<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .filter(|&bytes| isize::try_from(bytes).is_ok())
+}
+
+/// A caller's array of `len` values as a slice, or `CTXW_OVERFLOW` when its size in bytes
+/// overflows (such an array cannot exist; taking a slice of it would be undefined behaviour).
+/// An empty slice for `len` 0, whatever `ptr` is.
+///
+/// # Safety
+/// When `len > 0` and its size fits, `ptr` must be non-NULL, aligned and valid for `len` reads
+/// for the lifetime `'a`.
+pub(crate) unsafe fn array<'a, T>(
+    ptr: *const T,
+    len: usize,
+    what: &'static str,
+) -> Result<&'a [T], ctxw_status> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if byte_len::<T>(len).is_none() {
+        return Err(fail(
+            CTXW_OVERFLOW,
+            format!("`{what}` of {len} values overflows the address space"),
+        ));
+    }
+    // SAFETY: len > 0 values whose size fits isize; ptr valid for them (caller's contract).
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
 /// Copies the message of the last failed `ctxw_` call on the calling thread (empty after a

@@ -4,7 +4,7 @@ use std::ffi::{CStr, c_char};
 
 use ctxwindow_core::{Error, Tokenizer};
 
-use crate::status::{boundary, core_error, ctxw_status, fail, non_null};
+use crate::status::{array, boundary, core_error, ctxw_status, fail, guarded, non_null};
 use ctxw_status::*;
 
 /// An exact tokenizer of one encoding. Opaque. Immutable, so thread-safe: one tokenizer may be
@@ -40,7 +40,7 @@ unsafe fn text<'a>(
         ));
     }
     // SAFETY: ptr is non-null with len readable bytes (caller's contract).
-    let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+    let bytes = unsafe { array(ptr.cast::<u8>(), len, what) }?;
     std::str::from_utf8(bytes).map_err(|e| {
         core_error(Error::InvalidUtf8 {
             what,
@@ -102,13 +102,13 @@ pub unsafe extern "C" fn ctxw_tokenizer_for_model(
     boundary(|| new_tokenizer(model, out, Tokenizer::for_model))
 }
 
-/// Frees a tokenizer. NULL is accepted and ignored.
+/// Frees a tokenizer. NULL is accepted and ignored. The thread's last error is kept.
 ///
 /// # Safety
 /// `tokenizer` must be NULL or a pointer from `ctxw_tokenizer_new`/`_for_model` not yet freed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ctxw_tokenizer_free(tokenizer: *mut ctxw_tokenizer) {
-    let _ = boundary(|| {
+    let _ = guarded(|| {
         if !tokenizer.is_null() {
             // SAFETY: the pointer came from Box::into_raw (caller's contract).
             drop(unsafe { Box::from_raw(tokenizer) });
@@ -183,11 +183,9 @@ pub unsafe extern "C" fn ctxw_tokenizer_count_many(
         }
         non_null!(texts, lens, out_counts);
         // SAFETY: texts and lens are valid for n reads (caller's contract).
-        let (ptrs, lens) = unsafe {
-            (
-                std::slice::from_raw_parts(texts, n),
-                std::slice::from_raw_parts(lens, n),
-            )
+        let (ptrs, lens) = match unsafe { (array(texts, n, "texts"), array(lens, n, "lens")) } {
+            (Ok(ptrs), Ok(lens)) => (ptrs, lens),
+            (Err(status), _) | (_, Err(status)) => return status,
         };
         let mut strs = Vec::with_capacity(n);
         for (&ptr, &len) in ptrs.iter().zip(lens) {

@@ -3,8 +3,11 @@
 //! once.
 
 use ctxwindow_core::Error;
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
 use pyo3::sync::PyOnceLock;
+use pyo3::types::PyString;
 use pyo3::types::PyType;
 
 /// The exception classes of `ctxwindow.errors` raised from native code.
@@ -117,22 +120,30 @@ pub fn extract_count(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
     ))
 }
 
-/// A `str` argument as UTF-8; lone surrogates (which UTF-8 cannot carry) are an
-/// `InvalidTextError`.
-pub fn extract_text<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<&'a str> {
+/// A `str` argument as UTF-8, read the way Python tiktoken's `encode` reads text: a string with
+/// lone surrogates (which UTF-8 cannot carry) is first passed through
+/// `text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")`, so each lone surrogate
+/// becomes U+FFFD and a split surrogate pair becomes its character.
+pub fn extract_text(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PyBackedStr> {
     let py = obj.py();
-    let Ok(text) = obj.cast::<pyo3::types::PyString>() else {
+    let Ok(text) = obj.cast::<PyString>() else {
         return Err(error(
             py,
             Kind::InvalidType,
             format!("{what} must be a str, not {}", type_name(obj)),
         ));
     };
-    text.to_str().map_err(|_| {
-        error(
-            py,
-            Kind::InvalidText,
-            format!("{what} is not valid Unicode text (it contains a lone surrogate)"),
-        )
-    })
+    tiktoken_text(text)
+}
+
+/// `text` as UTF-8 with lone surrogates replaced as Python tiktoken replaces them (see
+/// [`extract_text`]).
+pub fn tiktoken_text(text: &Bound<'_, PyString>) -> PyResult<PyBackedStr> {
+    if let Ok(utf8) = text.extract::<PyBackedStr>() {
+        return Ok(utf8);
+    }
+    let py = text.py();
+    text.call_method1(intern!(py, "encode"), ("utf-16", "surrogatepass"))?
+        .call_method1(intern!(py, "decode"), ("utf-16", "replace"))?
+        .extract::<PyBackedStr>()
 }

@@ -70,20 +70,26 @@ impl PyTokenHistory {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn resolve_index(py: Python<'_>, index: isize, len: usize) -> PyResult<usize> {
+    /// The position of `index` (negative counts from the end) in a history of `len` entries, or
+    /// `Err(len)` when it is out of range.
+    fn resolve(index: isize, len: usize) -> Result<usize, usize> {
         let resolved = if index < 0 {
-            index.checked_add(len as isize)
+            isize::try_from(len).ok().and_then(|n| index.checked_add(n))
         } else {
             Some(index)
         };
-        match resolved {
-            Some(i) if i >= 0 && (i as usize) < len => Ok(i as usize),
-            _ => Err(error(
-                py,
-                Kind::Index,
-                format!("index {index} out of range for a history of {len} entries"),
-            )),
+        match resolved.and_then(|i| usize::try_from(i).ok()) {
+            Some(i) if i < len => Ok(i),
+            _ => Err(len),
         }
+    }
+
+    fn index_error(py: Python<'_>, index: isize, len: usize) -> PyErr {
+        error(
+            py,
+            Kind::Index,
+            format!("index {index} out of range for a history of {len} entries"),
+        )
     }
 }
 
@@ -217,20 +223,22 @@ impl PyTokenHistory {
     }
 
     fn __getitem__(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let index = extract_index(index)?;
-        let history = self.lock();
-        let index = Self::resolve_index(py, index, history.len())?;
-        let (item, _, _) = history.get(index).expect("index resolved");
-        Ok(item.clone_ref(py))
+        self.entry(py, index).map(|(item, _, _)| item)
     }
 
     /// `(item, tokens, starts_group)` of the entry at `index` (negative counts from the end).
     fn entry(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<(Py<PyAny>, u64, bool)> {
         let index = extract_index(index)?;
-        let history = self.lock();
-        let index = Self::resolve_index(py, index, history.len())?;
-        let (item, tokens, starts_group) = history.get(index).expect("index resolved");
-        Ok((item.clone_ref(py), tokens, starts_group))
+        // The lock is held only to copy the entry: the exception of a bad index is created after
+        // it is released (creating a Python object may run a finalizer that uses this history).
+        let found = {
+            let history = self.lock();
+            Self::resolve(index, history.len()).map(|i| {
+                let (item, tokens, starts_group) = history.get(i).expect("index resolved");
+                (item.clone_ref(py), tokens, starts_group)
+            })
+        };
+        found.map_err(|len| Self::index_error(py, index, len))
     }
 
     /// Every entry as `(item, tokens, starts_group)`, oldest first.

@@ -52,13 +52,7 @@ fn string(value: &Bound<'_, PyAny>, index: usize, what: &str) -> PyResult<PyBack
             format!("{what} must be a str, not {}", type_name(value)),
         ));
     };
-    text.extract::<PyBackedStr>().map_err(|_| {
-        malformed(
-            py,
-            index,
-            format!("{what} is not valid Unicode text (it contains a lone surrogate)"),
-        )
-    })
+    crate::errors::tiktoken_text(text)
 }
 
 fn sequence<'py>(

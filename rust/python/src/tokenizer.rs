@@ -7,6 +7,7 @@ use ctxwindow_core::tokenize::HeuristicCounter;
 use ctxwindow_core::{Encoding, Tokenizer};
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyString, PyTuple};
 
 use crate::errors::{IntoPyResult, Kind, error, extract_count, extract_text, type_name};
@@ -15,7 +16,7 @@ use crate::messages::with_message;
 /// Texts at least this long are counted with the GIL released.
 const DETACH_MIN_BYTES: usize = 16 * 1024;
 
-fn borrow_texts<'a, 'py>(strings: &'a [Bound<'py, PyAny>]) -> PyResult<Vec<&'a str>> {
+fn borrow_texts(strings: &[Bound<'_, PyAny>]) -> PyResult<Vec<PyBackedStr>> {
     strings
         .iter()
         .enumerate()
@@ -51,7 +52,7 @@ fn count_many_with<'py>(
     let counts = borrow_texts(&objects)?
         .into_iter()
         .map(|text| {
-            let tokens = count(text)?;
+            let tokens = count(&text)?;
             u32::try_from(tokens).map_err(|_| {
                 error(
                     py,
@@ -88,7 +89,7 @@ impl PyTokenizer {
     #[new]
     fn new(py: Python<'_>, encoding: &Bound<'_, PyAny>) -> PyResult<Self> {
         let name = extract_text(encoding, "encoding")?;
-        let inner = py.detach(|| Tokenizer::new(name)).py_err(py)?;
+        let inner = py.detach(|| Tokenizer::new(&name)).py_err(py)?;
         Ok(Self { inner })
     }
 
@@ -96,7 +97,7 @@ impl PyTokenizer {
     #[staticmethod]
     fn for_model(py: Python<'_>, model: &Bound<'_, PyAny>) -> PyResult<Self> {
         let name = extract_text(model, "model")?;
-        let inner = py.detach(|| Tokenizer::for_model(name)).py_err(py)?;
+        let inner = py.detach(|| Tokenizer::for_model(&name)).py_err(py)?;
         Ok(Self { inner })
     }
 
@@ -122,9 +123,9 @@ impl PyTokenizer {
     fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
         let text = extract_text(text, "text")?;
         Ok(if text.len() >= DETACH_MIN_BYTES {
-            py.detach(|| self.inner.count(text))
+            py.detach(|| self.inner.count(&text))
         } else {
-            self.inner.count(text)
+            self.inner.count(&text)
         })
     }
 
@@ -144,9 +145,9 @@ impl PyTokenizer {
     fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<Vec<u32>> {
         let text = extract_text(text, "text")?;
         Ok(if text.len() >= DETACH_MIN_BYTES {
-            py.detach(|| self.inner.encode(text))
+            py.detach(|| self.inner.encode(&text))
         } else {
-            self.inner.encode(text)
+            self.inner.encode(&text)
         })
     }
 
@@ -195,7 +196,7 @@ impl PyTokenizer {
         let text = extract_text(text, "text")?;
         Ok(self
             .inner
-            .pieces(text)
+            .pieces(&text)
             .into_iter()
             .map(str::to_owned)
             .collect())
@@ -284,7 +285,7 @@ impl PyHeuristicTokenizer {
 
     /// Estimated tokens of `text`.
     fn count(&self, text: &Bound<'_, PyAny>) -> PyResult<u64> {
-        Ok(self.inner.count(extract_text(text, "text")?))
+        Ok(self.inner.count(&extract_text(text, "text")?))
     }
 
     /// Estimates of many texts as a numpy uint32 array.
@@ -381,7 +382,7 @@ impl PyCallableTokenizer {
 
     /// Tokens of `text` by the callable.
     fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<u64> {
-        self.call(py, extract_text(text, "text")?)
+        self.call(py, &extract_text(text, "text")?)
     }
 
     /// Counts of many texts as a numpy uint32 array.
@@ -423,7 +424,7 @@ pub fn encoding_names() -> Vec<&'static str> {
 #[pyfunction]
 pub fn encoding_for_model(py: Python<'_>, model: &Bound<'_, PyAny>) -> PyResult<&'static str> {
     let model = extract_text(model, "model")?;
-    Encoding::for_model(model).map(Encoding::name).py_err(py)
+    Encoding::for_model(&model).map(Encoding::name).py_err(py)
 }
 
 /// Tokens of an image part by the tile formula: `detail` in low/high/auto, `width` and `height`
