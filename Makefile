@@ -71,6 +71,7 @@ bench: build
 	$(BIN)/python benches/bench_scoring.py
 	$(BIN)/python benches/bench_window.py
 	$(BIN)/python benches/bench_checkpoint.py
+	$(BIN)/python benches/bench_sync.py
 	$(BIN)/python benches/embed_results.py
 
 clean:

@@ -74,6 +74,7 @@ from ctxwindow.messages import (
     tool_call_ids,
     validate_message,
 )
+from ctxwindow.sync import MessageLike, as_message, sync_window
 from ctxwindow.pressure import PressureMonitor, PressureReading
 from ctxwindow.state import WindowState, entry_from_dict, entry_to_dict
 from ctxwindow.strategies import Cascade, Entry, Notes
@@ -459,6 +460,7 @@ class ContextWindow:
     # --- adding ----------------------------------------------------------------------------
 
     def _prepare(self, message: object, pinned: object, where: str) -> tuple[Message, int, bool]:
+        message = as_message(message)  # OpenAI SDK objects accepted wherever a dict is
         validate_message(message, where)
         if not isinstance(pinned, bool):
             raise InvalidTypeError(f"pinned must be a bool, not {type(pinned).__name__}")
@@ -473,7 +475,7 @@ class ContextWindow:
             raise MalformedMessageError(f"{where}: {error}") from None
         return copy, tokens, pinned
 
-    def add(self, message: Mapping[str, Any], *, pinned: bool = False) -> None:
+    def add(self, message: MessageLike, *, pinned: bool = False) -> None:
         """Adds one message (counted once, now). ``pinned=True`` protects it (and its group)
         from eviction and rewriting. Raises :class:`MalformedMessageError` for a malformed
         message, a tool result that answers no open call, or a new message while tool calls wait
@@ -482,18 +484,18 @@ class ContextWindow:
         prepared = self._prepare(message, pinned, "message")
         self._transaction(lambda: self._add(*prepared, where="message"))
 
-    async def aadd(self, message: Mapping[str, Any], *, pinned: bool = False) -> None:
+    async def aadd(self, message: MessageLike, *, pinned: bool = False) -> None:
         """:meth:`add` for async code: summaries it triggers are awaited on this event loop."""
         prepared = self._prepare(message, pinned, "message")
         await self._atransaction(lambda: self._add(*prepared, where="message"))
 
-    def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
+    def extend(self, messages: Iterable[MessageLike]) -> None:
         """Adds messages in order, atomically: if one is refused (its index is named in the
         error), none is added."""
         prepared = [self._prepare(m, False, f"message {i}") for i, m in enumerate(messages)]
         self._transaction(lambda: self._extend(prepared))
 
-    async def aextend(self, messages: Iterable[Mapping[str, Any]]) -> None:
+    async def aextend(self, messages: Iterable[MessageLike]) -> None:
         """:meth:`extend` for async code."""
         prepared = [self._prepare(m, False, f"message {i}") for i, m in enumerate(messages)]
         await self._atransaction(lambda: self._extend(prepared))
@@ -771,3 +773,13 @@ class ContextWindow:
         return (f"ContextWindow(model={self.model!r}, messages={len(self)}, "
                 f"total={usage.total}, budget={usage.budget}, zone={usage.zone!r})")
 
+    # --- keeping in step with a history kept elsewhere ---------------------------------------
+
+    def sync(self, messages: Iterable[MessageLike]) -> None:
+        """Makes the window hold exactly ``messages`` (the full history an agent framework keeps),
+        counting only what is new since the last ``sync``: the common prefix is recognised by a
+        C-level comparison of the list with the previous one (a pointer comparison per message
+        when the same objects come back), an edited or shortened history is rebuilt from its
+        first difference, and system messages become the system prompt. Atomic: on any error
+        nothing changes. See :mod:`ctxwindow.sync`."""
+        sync_window(self, messages)
