@@ -40,7 +40,7 @@ Messages may be OpenAI chat dicts or the OpenAI SDK's pydantic objects
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from ctxwindow.messages import Message, copy_message, text_of
@@ -107,7 +107,7 @@ class _Synced:
 
     __slots__ = ("items", "tokens", "base_system", "mark")
 
-    def __init__(self, items: list[object], tokens: list[int | None], base_system: str | None,
+    def __init__(self, items: list[object], tokens: list[tuple[int | None, ...]], base_system: str | None,
                  mark: tuple[int, int, int]) -> None:
         self.items = items
         self.tokens = tokens
@@ -140,8 +140,14 @@ def _is_system(message: object) -> bool:
     return isinstance(message, Mapping) and message.get("role") in _SYSTEM_ROLES
 
 
-def sync_window(window: ContextWindow, messages: Iterable[object]) -> None:
-    """Makes ``window`` hold exactly ``messages``; see the module documentation."""
+def sync_window(window: ContextWindow, messages: Iterable[object],
+                convert: Callable[[object], Sequence[object]] | None = None) -> None:
+    """Makes ``window`` hold exactly ``messages``; see the module documentation. ``convert``
+    turns one item of ``messages`` into the chat messages it stands for (an agent framework's
+    message may hold several, e.g. a Pydantic AI request with several tool returns); it is called
+    once per new item (and again for the items before the first difference on a rebuild)."""
+    if convert is None:
+        convert = _one
     items = messages if type(messages) is list else list(messages)
     synced = _STATE.get(window)
     if synced is not None and synced.mark != _mark(window):
@@ -163,21 +169,25 @@ def sync_window(window: ContextWindow, messages: Iterable[object]) -> None:
             start, rebuild = _first_difference(items, seen), True
 
     # Prepare the new part (validated, copied, counted) before anything changes.
-    new_tokens: list[int | None] = []
+    new_tokens: list[tuple[int | None, ...]] = []
     prepared: list[tuple[Message, int, bool]] = []
     new_system = False
     for index in range(start, len(items)):
-        message = as_message(items[index])
-        if _is_system(message):
-            new_system = True
-            new_tokens.append(None)
-            continue
-        prepared.append(window._prepare(message, False, f"message {index}"))
-        new_tokens.append(prepared[-1][1])
+        converted = convert(items[index])
+        counts: list[int | None] = []
+        for part, message in enumerate(converted):
+            if _is_system(message):
+                new_system = True
+                counts.append(None)
+                continue
+            where = f"message {index}" if len(converted) == 1 else f"message {index} (part {part})"
+            prepared.append(window._prepare(message, False, where))
+            counts.append(prepared[-1][1])
+        new_tokens.append(tuple(counts))
 
     system = _system_text(window)
     if rebuild or new_system:
-        texts = [text_of(m) for item in items if _is_system(m := as_message(item))]  # type: ignore[arg-type]
+        texts = [text_of(m) for item in items for m in convert(item) if _is_system(m)]  # type: ignore[arg-type]
         system = "\n\n".join(texts) if texts else synced.base_system
 
     tokens_of = synced.tokens
@@ -185,10 +195,9 @@ def sync_window(window: ContextWindow, messages: Iterable[object]) -> None:
         tokens_of = tokens_of[:start] + new_tokens
         kept: list[tuple[Message, int, bool]] = []
         for index in range(start):
-            tokens = tokens_of[index]
-            message = as_message(items[index])
-            if tokens is not None and isinstance(message, Mapping):  # validated when synced
-                kept.append((copy_message(message), tokens, False))
+            for tokens, message in zip(tokens_of[index], convert(items[index])):
+                if tokens is not None and isinstance(message, Mapping):  # validated when synced
+                    kept.append((copy_message(message), tokens, False))
         prepared = kept + prepared
 
     def apply() -> None:
@@ -211,3 +220,7 @@ def sync_window(window: ContextWindow, messages: Iterable[object]) -> None:
     else:
         synced.tokens.extend(new_tokens)
         synced.mark = _mark(window)
+
+
+def _one(item: object) -> list[object]:
+    return [as_message(item)]
