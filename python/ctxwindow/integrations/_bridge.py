@@ -50,8 +50,10 @@ class Bridge:
 
     def _convert(self, item: object) -> list[object]:
         messages = [dict(m) for m in self._to_chat(item)]
-        self._sources[id(item)] = (item, messages)
-        return [{**m, SOURCE: id(item)} for m in messages]
+        # System messages become the window's system prompt, not conversation messages: an item
+        # is matched on the others.
+        self._sources[id(item)] = (item, [m for m in messages if m.get("role") not in ("system", "developer")])
+        return [m if m.get("role") in ("system", "developer") else {**m, SOURCE: id(item)} for m in messages]
 
     def sync(self, items: list[Any]) -> None:
         """Hands the window the framework's whole history (only new items are converted)."""
@@ -69,7 +71,7 @@ class Bridge:
             message = messages[index]
             key = message.get(SOURCE)
             entry = self._sources.get(key) if isinstance(key, int) else None
-            if entry is not None:
+            if entry is not None and entry[1]:
                 source, converted = entry
                 run = messages[index:index + len(converted)]
                 if len(run) == len(converted) and all(
