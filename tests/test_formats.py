@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxwindow import ContextWindow, MalformedMessageError
+from ctxwindow.formats import responses_turns
 from ctxwindow.messages import check_history, from_anthropic, from_responses, to_anthropic, to_responses
 from ctxwindow.strategies import TruncateToolResults
 
@@ -111,6 +112,7 @@ def responses_items(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_responses_to_chat_and_back_is_lossless(items: list[dict[str, Any]]) -> None:
     messages = from_responses(items)
     assert to_responses(messages) == items
+    assert [m for turn in responses_turns(items) for m in from_responses(turn)] == messages
     conversation = [m for m in messages if m["role"] != "developer"]
     assert check_history(conversation) == []
 

@@ -36,13 +36,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ctxwindow.errors import MalformedMessageError
 from ctxwindow.messages import Message, text_of
 
-__all__ = ["from_responses", "to_responses", "to_anthropic"]
+__all__ = ["from_responses", "to_responses", "to_anthropic", "responses_turns"]
 
 _MODEL_ITEMS = ("reasoning", "function_call")
 
@@ -117,6 +117,47 @@ def _content_to_responses(content: Any, role: str, extras: list[Any] | None = No
     return parts
 
 
+def _kind(item: Mapping[str, Any]) -> Any:
+    return item.get("type", "message" if "role" in item else None)
+
+
+def _is_model_item(item: Mapping[str, Any]) -> bool:
+    """Whether the model wrote this item (reasoning, an assistant message, a function call)."""
+    kind = _kind(item)
+    return kind in _MODEL_ITEMS or (kind == "message" and item.get("role") == "assistant")
+
+
+def _starts_turn(kind: Any, run: Sequence[Mapping[str, Any]]) -> bool:
+    """One model turn is [reasoning] [message] [function_call...]: a message or reasoning item
+    after a message or call starts the next turn."""
+    return kind != "function_call" and any(_kind(i) != "reasoning" for i in run)
+
+
+def responses_turns(items: Iterable[object]) -> list[tuple[Any, ...]]:
+    """``items`` cut where :func:`from_responses` cuts them: each model turn (the items that
+    become one assistant message) is one tuple, every other item a tuple of its own; so
+    ``from_responses`` of each tuple, concatenated, is ``from_responses(items)``."""
+    out: list[tuple[Any, ...]] = []
+    run: list[Any] = []
+    plain: list[Mapping[str, Any]] = []
+    for index, raw in enumerate(items):
+        item = raw if isinstance(raw, Mapping) else _plain(raw, index)
+        if _is_model_item(item):
+            if _starts_turn(_kind(item), plain):
+                out.append(tuple(run))
+                run, plain = [], []
+            run.append(raw)
+            plain.append(item)
+            continue
+        if run:
+            out.append(tuple(run))
+            run, plain = [], []
+        out.append((raw,))
+    if run:
+        out.append(tuple(run))
+    return out
+
+
 def from_responses(items: Iterable[object]) -> list[Message]:
     """OpenAI Responses API input/output items (dicts or the SDK's models) to canonical chat
     messages; see the module documentation. Raises :class:`MalformedMessageError` naming the
@@ -133,12 +174,9 @@ def from_responses(items: Iterable[object]) -> list[Message]:
     for index, raw in enumerate(items):
         item = _plain(raw, index)
         where = f"item {index}"
-        kind = item.get("type", "message" if "role" in item else None)
-        if kind in _MODEL_ITEMS or (kind == "message" and item.get("role") == "assistant"):
-            # One model turn is [reasoning] [message] [function_call...]: a message or reasoning
-            # item after a message or call starts the next turn.
-            if kind != "function_call" and any(
-                    i.get("type", "message") != "reasoning" for _, i in run):
+        kind = _kind(item)
+        if _is_model_item(item):
+            if _starts_turn(kind, [i for _, i in run]):
                 close_run()
             run.append((index, item))
             continue

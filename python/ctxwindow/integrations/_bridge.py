@@ -59,8 +59,9 @@ class Bridge:
         """Hands the window the framework's whole history (only new items are converted)."""
         sync_window(self.window, items, self._convert)
         if len(self._sources) > 2 * len(items) + 64:
-            current = {id(item) for item in items}
-            self._sources = {key: value for key, value in self._sources.items() if key in current}
+            held = {m.get(SOURCE) for m in self.window.messages()}
+            held.update(id(item) for item in items)
+            self._sources = {key: value for key, value in self._sources.items() if key in held}
 
     def pieces(self) -> Iterator[Piece]:
         """The window's ``messages()``, grouped by the framework object each run is exactly the
