@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool  # noqa: E402
+from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool, set_tracing_disabled  # noqa: E402
 from agents.testing.model import ModelCall, ScriptedModel, assistant_message, function_call  # noqa: E402
 
 from ctxwindow import Tokenizer  # noqa: E402
@@ -20,6 +20,7 @@ from ctxwindow.integrations.openai_agents import ContextWindowSession, call_mode
 from ctxwindow.messages import check_history, from_responses  # noqa: E402
 
 MAX_TOKENS = 6_000
+set_tracing_disabled(True)  # no trace export: the tests run offline
 INSTRUCTIONS = "You are a careful coding agent. Read files before answering."
 
 
@@ -79,7 +80,7 @@ def test_the_filter_alone_keeps_a_long_run_within_budget() -> None:
     model = ScriptedModel(steps(10, "c"))
     agent = Agent(name="coder", instructions=INSTRUCTIONS, model=model, tools=[read_file])
     config = RunConfig(call_model_input_filter=call_model_input_filter(model="gpt-4o", max_tokens=MAX_TOKENS))
-    result = Runner.run_sync(agent, "Scan the c files.", run_config=config, max_turns=20)
+    result = asyncio.run(Runner.run(agent, "Scan the c files.", run_config=config, max_turns=20))
     assert result.final_output == "The value is 42 (c)."
     check_calls(model.calls, "Scan the c files.")
     # The last call carried the newest tool results verbatim.

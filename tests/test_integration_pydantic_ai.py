@@ -78,7 +78,19 @@ def check_requests(received: list[list[ModelMessage]], question: str) -> None:
         assert tokenizer.count_messages(request) <= MAX_TOKENS
 
 
-def test_a_multi_step_run_sends_only_valid_requests_that_fit() -> None:
+@pytest.fixture
+def fresh_event_loop() -> Any:
+    """A current event loop of this test's own (another framework's ``run_sync`` earlier in the
+    session may leave a shut-down loop set as current)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield loop
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+    asyncio.set_event_loop(None)
+
+
+def test_a_multi_step_run_sends_only_valid_requests_that_fit(fresh_event_loop: Any) -> None:
     received: list[list[ModelMessage]] = []
     question = "What is the value in m7?"
     result = make_agent(8, received).run_sync(question)
