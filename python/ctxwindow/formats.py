@@ -18,7 +18,8 @@ billed as input by the Responses API); a Chat Completions provider does not acce
 messages made from Responses items back with :func:`to_responses`.
 
 Round trips are lossless: ``to_responses(from_responses(items)) == items`` for items of the kinds
-above, and ``from_responses(to_responses(messages)) == messages`` for chat messages; likewise
+above, and ``from_responses(to_responses(messages)) == messages`` for chat messages (except a
+message's ``name``, which the Responses API has no field for and which is left out); likewise
 ``from_anthropic(*reversed(to_anthropic(messages)))`` gives back the chat messages (text joined
 per message, as ``from_anthropic`` does).
 
@@ -40,9 +41,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ctxwindow.errors import MalformedMessageError
-from ctxwindow.messages import Message, text_of
+from ctxwindow.messages import Message, from_anthropic, text_of
 
-__all__ = ["from_responses", "to_responses", "to_anthropic", "responses_turns"]
+__all__ = ["from_responses", "to_responses", "to_anthropic", "responses_turns", "infer_format"]
 
 _MODEL_ITEMS = ("reasoning", "function_call")
 
@@ -451,3 +452,49 @@ def to_anthropic(messages: Iterable[Mapping[str, Any]]) -> tuple[str | None, lis
             raise MalformedMessageError(f"{where}: unknown role {role!r}")
     flush_results()
     return ("\n\n".join(system) if system else None), out
+
+
+# --- recognising a file's format -------------------------------------------------------------------
+
+_RESPONSES_ONLY = {"function_call", "function_call_output", "reasoning", "input_text", "output_text"}
+_ANTHROPIC_BLOCKS = {"tool_use", "tool_result"}
+
+
+def _block_types(messages: Any) -> set[Any]:
+    types: set[Any] = set()
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, list):
+            types.update(b.get("type") for b in content if isinstance(b, Mapping))
+        if isinstance(message, Mapping):
+            types.add(message.get("type"))
+    return types
+
+
+def infer_format(value: Any) -> tuple[str, list[Message]] | None:
+    """The Responses or Anthropic conversation in a parsed JSON value, as ``(format name,
+    canonical messages)``; None when it is neither (chat dicts, or another format):
+
+    - Responses API items: a list of items, or ``{"input": [...], "instructions": ...}``, with
+      at least one item or part only the Responses API has (``function_call``, ``reasoning``,
+      ``input_text``, ...);
+    - Anthropic Messages: ``{"system": ..., "messages": [...]}`` or a list of messages, with
+      ``tool_use`` / ``tool_result`` blocks or a top-level ``system`` next to user and assistant
+      turns only.
+    """
+    if isinstance(value, Mapping) and isinstance(value.get("input"), list):
+        messages = from_responses(value["input"])
+        instructions = value.get("instructions")
+        if isinstance(instructions, str) and instructions:
+            messages.insert(0, {"role": "system", "content": instructions})
+        return "Responses items JSON", messages
+    if isinstance(value, list) and _block_types(value) & _RESPONSES_ONLY:
+        return "Responses items JSON", from_responses(value)
+    turns = value.get("messages") if isinstance(value, Mapping) else value
+    system = value.get("system") if isinstance(value, Mapping) else None
+    if isinstance(turns, list) and turns and all(isinstance(t, Mapping) and t.get("role") in ("user", "assistant")
+                                                 for t in turns):
+        if _block_types(turns) & _ANTHROPIC_BLOCKS or isinstance(system, str):
+            return "Anthropic messages JSON", from_anthropic(turns, system if isinstance(system, str) else None)
+    return None
+
