@@ -55,6 +55,7 @@ from ctxwindow.budget import PROFILES as BUDGET_PROFILES
 from ctxwindow.budget import TokenBudget
 from ctxwindow.compaction import CompactionResult, Limits, apply_plan, plan_compaction, protected_tokens
 from ctxwindow.config import PROFILES, STRATEGY_TYPES, WindowSettings, check_int, read_toml, strategy_from_spec
+from ctxwindow.context_windows import resolve_budget
 from ctxwindow.conversation import ConversationStore
 from ctxwindow.errors import (
     ContextOverflowError,
@@ -139,8 +140,8 @@ class ContextWindow:
         self,
         model: str | None = None,
         *,
-        max_tokens: int,
-        reserve_output: int = 0,
+        max_tokens: int | None = None,
+        reserve_output: int | None = None,
         system: str | None = None,
         tools: list[dict[str, Any]] | None = None,
         strategies: list[Any] | None = None,
@@ -152,6 +153,7 @@ class ContextWindow:
         on_compact: Callable[[CompactionResult], Any] | None = None,
         **more: Any,
     ) -> None:
+        max_tokens, reserve_output = resolve_budget(model, max_tokens, reserve_output)  # model's window if omitted
         unknown = set(more) - _MORE
         if unknown:
             raise InvalidArgumentError(
