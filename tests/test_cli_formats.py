@@ -45,3 +45,14 @@ def test_responses_and_anthropic_files_replay_like_their_chat_form(shared_data: 
         assert got["pairing_ok"] is True
         # The same conversation but for the tool results' names, which neither format keeps.
         assert 0 < expected["tokens_sent_unmanaged"] - got["tokens_sent_unmanaged"] < 2_000  # type: ignore[operator]
+
+
+def test_a_nearly_empty_window_replays_without_health_alerts(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    done = subprocess.run([sys.executable, "-m", "ctxwindow", "replay", "--bundled", "tau-bench", "--max-tokens",
+                           "1000000", "--quiet", "--json", str(report)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(report.read_text())
+    assert result["peak_utilization"] < 0.02
+    assert result["alerts"] == []
