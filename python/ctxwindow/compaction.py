@@ -22,10 +22,11 @@ from typing import Any
 from ctxwindow.archive import MessageArchive, StagedArchive
 from ctxwindow.conversation import ConversationStore, settle_groups
 from ctxwindow.errors import ContextOverflowError
+from ctxwindow.gate import FidelityGate, GateOutcome
 from ctxwindow.messages import PLACEHOLDER_USER, Message, check_history
 from ctxwindow.strategies import Cascade, CompactionState, DropOldest, Entry, StrategyReport
 
-__all__ = ["CompactionResult", "Plan", "Limits", "plan_compaction", "apply_plan", "protected_tokens", "settle"]
+__all__ = ["CompactionResult", "Plan", "Limits", "GateSettings", "plan_compaction", "apply_plan", "protected_tokens", "settle"]
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,11 @@ class CompactionResult:
     evicted: list[Message]
     reports: list[StrategyReport] = field(default_factory=list)
     reason: str = "compact"
-    #: Key-fact retention of the window's text across this compaction (when measured).
+    #: Key-fact retention across this compaction: the fidelity gate's score when it ran, else
+    #: the retention of the window's text when a health monitor measures it.
     fidelity: float | None = None
+    #: What the fidelity gate found and did (None when it did not run: no strategies, or off).
+    gate: GateOutcome | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,16 @@ class Plan:
     next_seq: int
     #: The originals the plan archives (retrieval id -> group), written when it is applied.
     archived: dict[str, list[Message]] = field(default_factory=dict)
+    gate: GateOutcome | None = None
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """What the fidelity gate needs from the window: the text sent besides the conversation
+    (system prompt, instructions, notes, context, tools) and a text counter."""
+
+    overhead_text: str
+    count: Callable[[str], int]
 
 
 def settle(state: CompactionState, protected: dict[int, Message], stored: Mapping[int, int] | None = None) -> list[str]:
@@ -113,7 +127,7 @@ def protected_tokens(entries: Sequence[Entry], groups: set[int], limits: Limits,
 
 def plan_compaction(store: ConversationStore, cascade: Cascade, limits: Limits,
                     count_message: Callable[[Message], int], archive: MessageArchive, *,
-                    answers: dict[Any, Any], awaiting: bool) -> Plan:
+                    answers: dict[Any, Any], awaiting: bool, gate: GateSettings | None = None) -> Plan:
     """Plans and checks a compaction towards ``limits.target``; raises
     :class:`ContextOverflowError` when protected content alone exceeds the budget. Changes
     nothing: the originals the plan archives are staged in ``Plan.archived`` and written by the
@@ -135,20 +149,21 @@ def plan_compaction(store: ConversationStore, cascade: Cascade, limits: Limits,
         budget=limits.budget, target=limits.target, archive=staged, current_turn=store.turn,
         protected_groups=groups, answers=answers, awaiting=awaiting, next_seq=store.seq)
 
+    checker = None
+    if gate is not None and cascade.strategies:
+        checker = FidelityGate(entries, gate.overhead_text, gate.count,
+                               max(limits.budget - limits.overhead, 0) // 5)
+
     def check(planned: CompactionState) -> list[str]:
-        return settle(planned, protected, stored)
+        problems = settle(planned, protected, stored)
+        if not problems and checker is not None:
+            problems = checker.check(planned, planned.strategy) or settle(planned, protected, stored)
+        return problems
 
     reports = cascade.run(state, check)
     if state.total() > state.target:
-        # The last resort keeps a conversation summary while anything else can go, and drops it
-        # only if the budget cannot be met otherwise.
-        summaries = {e.group for e in state.entries if e.kind == "summary"}
-        state.protected_groups |= summaries
-        reports.append(DropOldest().apply(state))
-        state.protected_groups -= summaries
-        if state.total() > state.budget:
-            reports.append(DropOldest().apply(state))
-    problems = check(state)
+        reports.append(_last_resort(state, checker))
+    problems = settle(state, protected, stored)
     if problems:  # the last resort only removes whole groups: a refusal here is a bug
         raise AssertionError(f"the last resort planned an invalid window: {'; '.join(problems)}")
     if state.total() > state.budget:
@@ -157,7 +172,41 @@ def plan_compaction(store: ConversationStore, cascade: Cascade, limits: Limits,
     # Only what the planned window still refers to is archived (a refused strategy's groups are not).
     text = "\n".join(str(e.message.get("content")) for e in state.entries)
     archived = {key: group for key, group in staged.staged.items() if key in text}
-    return Plan(tuple(state.entries), 0, 0, evicted, tuple(reports), state.next_seq, archived)
+    return Plan(tuple(state.entries), 0, 0, evicted, tuple(reports), state.next_seq, archived,
+                checker.outcome if checker is not None else None)
+
+
+def _last_resort(state: CompactionState, checker: FidelityGate | None) -> StrategyReport:
+    """Drops the oldest whole groups, keeping a conversation summary (and its kept facts) while
+    anything else can go; the facts of what is dropped join the kept facts. Room for them is
+    made by dropping further (a few rounds at most); the summary goes only if the budget cannot
+    be met otherwise."""
+    before = state.total()
+    summaries = {e.group for e in state.entries if e.kind == "summary"}
+    target, reserve = state.target, 0
+    start = (list(state.entries), len(state.evicted), state.next_seq)
+    for _ in range(6):
+        state.protected_groups |= summaries
+        state.target = target - reserve
+        DropOldest().apply(state)
+        state.target = target
+        if checker is not None:
+            checker.check(state, "drop_oldest", last_resort=True)
+        summaries |= {e.group for e in state.entries if e.kind == "summary"}
+        state.protected_groups -= summaries
+        excess = state.total() - target
+        if excess <= 0 or checker is None or not any(
+                not state.group_protected(g) and g[0].kind != "summary" for g in state.groups()):
+            break
+        reserve += excess
+        state.entries, state.next_seq = list(start[0]), start[2]
+        del state.evicted[start[1]:]
+    if state.total() > state.budget:
+        DropOldest().apply(state)
+        if checker is not None and any(e.kind == "summary" for e in state.entries):
+            checker.check(state, "drop_oldest", last_resort=True, room=state.budget - state.total())
+    evicted = [e.original or e.message for e in state.evicted[start[1]:]]
+    return StrategyReport("drop_oldest", before, state.total(), 0, evicted)
 
 
 def _plan_front_cut(store: ConversationStore, limits: Limits) -> Plan | None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["KEY_FACT_KINDS", "FidelityReport", "extract_key_facts", "key_fact_retention",
+__all__ = ["KEY_FACT_KINDS", "FidelityReport", "extract_key_facts", "key_fact_retention", "fact_present",
            "JudgeReport", "judge_fidelity"]
 
 KEY_FACT_KINDS = ("number", "path", "identifier", "quoted", "error")
@@ -51,6 +51,22 @@ def extract_key_facts(text: str) -> dict[str, list[str]]:
     return facts
 
 
+def fact_present(fact: str, text: str) -> bool:
+    """Whether ``fact`` occurs in ``text`` as a whole token: "42" is not present in "1423",
+    "4.2" or "v42", and "HAT17" is not present in "HAT170"; a fact that starts or ends with a
+    non-word character ("./run.sh", a quoted sentence) only needs that end to match."""
+    start = text.find(fact)
+    if start < 0:
+        return False
+    head = r"(?<![\w])" if fact[:1].isalnum() or fact[:1] == "_" else ""
+    tail = r"(?![\w])" if fact[-1:].isalnum() or fact[-1:] == "_" else ""
+    if fact[:1].isdigit():
+        head += r"(?<!\d[.,])"
+    if fact[-1:].isdigit():
+        tail += r"(?![.,]\d)"
+    return re.search(head + re.escape(fact) + tail, text[max(start - 2, 0):]) is not None
+
+
 @dataclass(frozen=True)
 class FidelityReport:
     """``score``: the fraction of the original's key facts still present (1.0 when it has
@@ -64,7 +80,7 @@ class FidelityReport:
 
 
 def key_fact_retention(original: str, compressed: str) -> FidelityReport:
-    """The key facts of ``original`` still present verbatim in ``compressed``.
+    """The key facts of ``original`` still present verbatim, as whole tokens, in ``compressed``.
 
     >>> key_fact_retention("Reservation ABC123 costs 450 USD", "ABC123: 450").score
     1.0
@@ -74,7 +90,7 @@ def key_fact_retention(original: str, compressed: str) -> FidelityReport:
     missing: list[str] = []
     by_kind: dict[str, tuple[int, int]] = {}
     for kind, values in facts.items():
-        present = [v for v in values if v in compressed]
+        present = [v for v in values if fact_present(v, compressed)]
         by_kind[kind] = (len(present), len(values))
         kept += len(present)
         total += len(values)

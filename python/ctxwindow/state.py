@@ -1,12 +1,12 @@
 """The serialized state of a window, as carried by ``TaskCheckpoint.window_state``: the
 conversation (with pins, groups, summaries and the originals of rewritten messages), the pending
 tool-call group, notes, the in-memory archive, the system prompt, context, tool definitions,
-output reserve and calibration. JSON-compatible; token counts are not stored (a restoring window
+output reserve, calibration and standing instructions. JSON-compatible; token counts are not stored (a restoring window
 counts with its own tokenizer)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwindow.errors import InvalidArgumentError
@@ -52,13 +52,15 @@ class WindowState:
     context: str | None
     tools: list[dict[str, Any]] | None
     reserve_output: int
+    #: The standing instructions, superseded ones included (``StandingInstructions.to_list``).
+    instructions: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "entries": self.entries, "pending": self.pending,
                 "open_calls": self.open_calls, "seq": self.seq, "turn": self.turn,
                 "calibration": self.calibration, "notes": self.notes, "archive": self.archive,
                 "system": self.system, "context": self.context, "tools": self.tools,
-                "reserve_output": self.reserve_output}
+                "reserve_output": self.reserve_output, "instructions": self.instructions}
 
     @classmethod
     def from_dict(cls, data: object, reserve_output: int) -> WindowState:
@@ -74,7 +76,8 @@ class WindowState:
                 turn=int(data["turn"]), calibration=float(data.get("calibration", 1.0)),
                 notes=list(data.get("notes", [])), archive=data.get("archive"),
                 system=data.get("system"), context=data.get("context"), tools=data.get("tools"),
-                reserve_output=int(data.get("reserve_output", reserve_output)))
+                reserve_output=int(data.get("reserve_output", reserve_output)),
+                instructions=list(data.get("instructions", [])))
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidArgumentError(f"the checkpoint's window state is malformed: {error}") from None
         if not 1.0 <= state.calibration <= 1.5:  # also refuses NaN

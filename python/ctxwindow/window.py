@@ -53,7 +53,7 @@ from ctxwindow._native import Tokenizer
 from ctxwindow.archive import Archive, MessageArchive, put_groups
 from ctxwindow.budget import PROFILES as BUDGET_PROFILES
 from ctxwindow.budget import TokenBudget
-from ctxwindow.compaction import CompactionResult, Limits, apply_plan, plan_compaction, protected_tokens
+from ctxwindow.compaction import CompactionResult, GateSettings, Limits, apply_plan, plan_compaction, protected_tokens
 from ctxwindow.config import PROFILES, STRATEGY_TYPES, WindowSettings, check_int, read_toml, strategy_from_spec
 from ctxwindow.context_windows import resolve_budget
 from ctxwindow.conversation import ConversationStore
@@ -66,6 +66,8 @@ from ctxwindow.errors import (
 )
 from ctxwindow.events import EVENTS, EventBus, StatusEvent
 from ctxwindow.fidelity import key_fact_retention
+from ctxwindow.gate import overhead_text
+from ctxwindow.instructions import Instruction, StandingInstructions
 from ctxwindow.messages import (
     PLACEHOLDER_USER,
     Message,
@@ -91,7 +93,8 @@ __all__ = ["ContextWindow", "Usage", "CompactionResult", "PROFILES", "STRATEGY_T
 T = TypeVar("T")
 
 _CALLBACKS = tuple(name for name in EVENTS if name not in ("on_evict", "on_compact"))
-_MORE = {"context", "profile", "raise_callback_errors", "notes", "archive", *_CALLBACKS}
+_MORE = {"context", "profile", "raise_callback_errors", "notes", "archive", "instructions", "fidelity_gate",
+         *_CALLBACKS}
 #: How many summarizer calls one async operation awaits at most (each is awaited once).
 _MAX_AWAITS = 64
 
@@ -126,11 +129,24 @@ class _Overhead:
     notes_tokens: int = 0
     tools: list[dict[str, Any]] | None = None
     tool_tokens: int = 0
+    instructions: Message | None = None
+    instructions_tokens: int = 0
+    #: The tokens the instructions block would add if every message holding an instruction
+    #: left the conversation (compactions plan for it).
+    instructions_reserve: int = 0
+    #: The block with every instruction in force (what the fidelity gate counts as present).
+    instructions_text: str = ""
 
     @property
     def tokens(self) -> int:
         """Reply priming (3) plus everything above."""
-        return 3 + self.system_tokens + self.context_tokens + self.notes_tokens + self.tool_tokens
+        return (3 + self.system_tokens + self.context_tokens + self.notes_tokens + self.tool_tokens
+                + self.instructions_tokens)
+
+    @property
+    def messages(self) -> list[Message]:
+        """The system messages sent before the conversation, in order."""
+        return [m for m in (self.system, self.instructions, self.context, self.notes) if m is not None]
 
 
 class ContextWindow:
@@ -186,6 +202,19 @@ class ContextWindow:
         if notes is not None and not isinstance(notes, Notes):
             raise InvalidTypeError("notes must be a ctxwindow.strategies.Notes")
         self.notes: Notes = notes if notes is not None else Notes()
+        instructions = more.get("instructions", True)
+        if isinstance(instructions, bool):
+            cap = max(32, min(400, self.prompt_budget // 8))
+            instructions = StandingInstructions(max_tokens=cap, detect=instructions)
+        elif not isinstance(instructions, StandingInstructions):
+            raise InvalidTypeError("instructions must be a bool or a ctxwindow.StandingInstructions")
+        #: The user's standing instructions (see :attr:`instructions`).
+        self.standing_instructions: StandingInstructions = instructions
+        gate = more.get("fidelity_gate", True)
+        if not isinstance(gate, bool):
+            raise InvalidTypeError(f"fidelity_gate must be a bool, not {type(gate).__name__}")
+        #: Whether every compaction by the strategies goes through the fidelity gate.
+        self.fidelity_gate = gate
         self._budget = TokenBudget(self.max_tokens, dict(BUDGET_PROFILES[profile]))
         self.pressure = PressureMonitor(
             self.prompt_budget,
@@ -214,7 +243,7 @@ class ContextWindow:
         overhead = self._with_system(_Overhead(), system)
         overhead = self._with_context(overhead, more.get("context"))
         overhead = self._with_tools(overhead, tools)
-        self._overheads = self._with_notes(overhead)
+        self._overheads = self._with_instructions(self._with_notes(overhead))
         needed = self._overheads.tokens + self._placeholder_tokens
         if needed > self.prompt_budget:
             raise ContextOverflowError(needed, self.prompt_budget,
@@ -298,6 +327,23 @@ class ContextWindow:
         return replace(overhead, notes=message,
                        notes_tokens=self.tokenizer.count_message(message) if message else 0)
 
+    def _with_instructions(self, overhead: _Overhead) -> _Overhead:
+        """The block of the instructions in force whose message is no longer in the
+        conversation verbatim (evicted, summarized or rewritten), and the reserve for the rest."""
+        instructions = self.standing_instructions
+        full = instructions.render(self.tokenizer.count)
+        if full is None:
+            return replace(overhead, instructions=None, instructions_tokens=0, instructions_reserve=0,
+                           instructions_text="")
+        sources = {i.seq for i in instructions.current if i.seq is not None}
+        held = {e.seq for e in self._store.entries() if e.seq in sources and e.original is None} if sources else set()
+        text = instructions.render(self.tokenizer.count, lambda i: i.seq is None or i.seq not in held)
+        message = {"role": "system", "content": text} if text else None
+        tokens = self.tokenizer.count_message(message) if message else 0
+        full_tokens = self.tokenizer.count_message({"role": "system", "content": full})
+        return replace(overhead, instructions=message, instructions_tokens=tokens,
+                       instructions_reserve=max(full_tokens - tokens, 0), instructions_text=full)
+
     def set_system(self, system: str | None) -> None:
         """Sets (or removes, with None) the system prompt, counted once here; compacts if the
         window no longer fits. On overflow nothing changes."""
@@ -327,7 +373,8 @@ class ContextWindow:
 
     def _limits(self, target: float) -> Limits:
         budget = self.prompt_budget
-        return Limits(self._overheads.tokens + self._placeholder_tokens,
+        overheads = self._overheads
+        return Limits(overheads.tokens + overheads.instructions_reserve + self._placeholder_tokens,
                       math.floor(budget / self._calibration), math.floor(target * budget / self._calibration),
                       budget, self._calibration, self.preserve_recent)
 
@@ -342,7 +389,8 @@ class ContextWindow:
         history = self._store.tokens
         overheads = self._overheads
         by_component = {
-            "system_prompt": overheads.system_tokens + overheads.context_tokens + overheads.notes_tokens,
+            "system_prompt": (overheads.system_tokens + overheads.context_tokens + overheads.notes_tokens
+                              + overheads.instructions_tokens),
             "tool_definitions": overheads.tool_tokens,
             "message_history": history - self._store.tool_tokens,
             "tool_results": self._store.tool_tokens,
@@ -362,7 +410,8 @@ class ContextWindow:
         with the window when read (so a turn does not pay for it)."""
         overheads = self._overheads
         budget = self._budget
-        budget.set_used("system_prompt", overheads.system_tokens + overheads.context_tokens)
+        budget.set_used("system_prompt", overheads.system_tokens + overheads.context_tokens
+                        + overheads.notes_tokens + overheads.instructions_tokens)
         budget.set_used("tool_definitions", overheads.tool_tokens)
         budget.set_used("message_history", self._store.tokens - self._store.tool_tokens)
         budget.set_used("tool_results", self._store.tool_tokens)
@@ -402,7 +451,8 @@ class ContextWindow:
         self._busy = True
         savepoint = self._store.begin()
         saved = (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
-                 self.last_compaction, self._overheads, list(self.notes.notes), self.settings)
+                 self.last_compaction, self._overheads, list(self.notes.notes), self.settings,
+                 self.standing_instructions.snapshot())
         after, self._after = self._after, []
         self._archived = {}
         try:
@@ -413,8 +463,9 @@ class ContextWindow:
         except BaseException as error:
             self._store.rollback(savepoint)
             (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
-             self.last_compaction, self._overheads, notes, self.settings) = saved
+             self.last_compaction, self._overheads, notes, self.settings, instructions) = saved
             self.notes.notes[:] = notes
+            self.standing_instructions.reset(instructions)
             self._after = after
             self._busy = False
             if isinstance(error, ContextOverflowError):
@@ -510,6 +561,9 @@ class ContextWindow:
         addition = self._store.prepare(message, tokens, pinned, where)
         self._store.apply(addition)
         self.tokens_added += tokens
+        if message["role"] == "user" and self.standing_instructions.detect:
+            if self.standing_instructions.observe(text_of(message), self._store.turn, addition.entry.seq):
+                self._overheads = self._with_instructions(self._overheads)
         if addition.open_calls:
             self._check_pending()
         elif self._over(self.trigger):
@@ -591,9 +645,16 @@ class ContextWindow:
         if before <= limits.target:
             return self._nothing_to_do("at or below target")
         before_text = self._window_text() if self.measure_fidelity else None
+        gate = None
+        if self.fidelity_gate:
+            overheads = self._overheads
+            gate = GateSettings(overhead_text([*overheads.messages, {"content": overheads.instructions_text}],
+                                              overheads.tools), self.tokenizer.count)
         plan = plan_compaction(self._store, self.cascade, limits, self.tokenizer.count_message, self.archive,
-                               answers=self._answers, awaiting=self._awaiting)
+                               answers=self._answers, awaiting=self._awaiting, gate=gate)
         evicted = [e.original or e.message for e in apply_plan(self._store, plan) if e.kind == "message"]
+        if self._overheads.instructions_reserve:
+            self._overheads = self._with_instructions(self._overheads)  # within the plan's reserve
         self._archived.update(plan.archived)
         after = self._total()
         reports = list(plan.reports)
@@ -602,9 +663,11 @@ class ContextWindow:
                 r.evicted for r in reports if r.name != "drop_oldest"):
             applied.append("drop_oldest")
         fidelity = None
-        if before_text is not None and (applied or evicted):
+        if plan.gate is not None and (applied or evicted):
+            fidelity = plan.gate.score
+        elif before_text is not None and (applied or evicted):
             fidelity = key_fact_retention(before_text, self._window_text()).score
-        result = CompactionResult(applied, before, after, evicted, reports, reason, fidelity)
+        result = CompactionResult(applied, before, after, evicted, reports, reason, fidelity, plan.gate)
         if applied or evicted:
             self.compactions += 1
             self.evicted_messages += len(evicted)
@@ -647,6 +710,42 @@ class ContextWindow:
 
         self._transaction(write)
 
+    # --- standing instructions ---------------------------------------------------------------
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        """The user's standing instructions in force (detected in user messages as they are
+        added, or added with :meth:`add_instruction`), in the order given; each is carried
+        verbatim in a protected system message after the system prompt, within the block's token
+        cap (``window.standing_instructions.max_tokens``; pinned ones always). Superseded and
+        removed ones are in ``window.standing_instructions.history``."""
+        return self.standing_instructions.current
+
+    def add_instruction(self, text: str, *, pinned: bool = False) -> Instruction | None:
+        """Adds a standing instruction verbatim (None when an identical one is in force); it
+        supersedes earlier ones on the same subject, unless they are pinned. If the prompt
+        cannot fit with it, :class:`ContextOverflowError` and nothing changes."""
+        return self._transaction(lambda: self._change_instructions(
+            lambda: self.standing_instructions.add(text, self.turn, pinned=pinned)))
+
+    def pin_instruction(self, instruction_id: int, pinned: bool = True) -> Instruction:
+        """Pins (or unpins) an instruction in force: pinned ones are always carried (whatever
+        the cap) and never superseded by later instructions."""
+        return self._transaction(lambda: self._change_instructions(
+            lambda: self.standing_instructions.pin(instruction_id, pinned)))
+
+    def remove_instruction(self, instruction_id: int) -> Instruction:
+        """Removes an instruction from the prompt (it stays in the history, as superseded by
+        itself)."""
+        return self._transaction(lambda: self._change_instructions(
+            lambda: self.standing_instructions.remove(instruction_id)))
+
+    def _change_instructions(self, change: Callable[[], T]) -> T:
+        result = change()
+        self._overheads = self._with_instructions(self._overheads)
+        self._fit()
+        return result
+
     # --- output ----------------------------------------------------------------------------
 
     def messages(self) -> list[dict[str, Any]]:
@@ -656,14 +755,7 @@ class ContextWindow:
         them on every turn would cost more than the rest of the turn), so treat them as
         read-only: copy a message before changing it. The window keeps its own copy of every
         message added, so changing the dict you passed to ``add`` changes nothing inside."""
-        out: list[dict[str, Any]] = []
-        overheads = self._overheads
-        if overheads.system is not None:
-            out.append(dict(overheads.system))
-        if overheads.context is not None:
-            out.append(dict(overheads.context))
-        if overheads.notes is not None:
-            out.append(dict(overheads.notes))
+        out: list[dict[str, Any]] = [dict(m) for m in self._overheads.messages]
         first = self._store.first_role()
         if first is not None and first != "user":
             out.append(dict(PLACEHOLDER_USER))
@@ -688,7 +780,8 @@ class ContextWindow:
             archive=self.archive.to_dict() if isinstance(self.archive, Archive) else None,
             system=self._overheads.system["content"] if self._overheads.system else None,
             context=self._overheads.context["content"] if self._overheads.context else None,
-            tools=self._overheads.tools, reserve_output=self.reserve_output)
+            tools=self._overheads.tools, reserve_output=self.reserve_output,
+            instructions=self.standing_instructions.to_list())
         fields.setdefault("version", self._last_checkpoint.version if self._last_checkpoint else 0)
         checkpoint = TaskCheckpoint(goal=goal, window_state=state.to_dict(), **fields)
         self._last_checkpoint = checkpoint
@@ -696,7 +789,7 @@ class ContextWindow:
 
     def restore(self, checkpoint: TaskCheckpoint) -> None:
         """Restores the state of :meth:`checkpoint` into this window: conversation, pending tool
-        calls, notes, archive, system prompt, context, tools, output reserve and calibration.
+        calls, notes, standing instructions, archive, system prompt, context, tools, output reserve and calibration.
         Messages are recounted with this window's tokenizer; if the state does not fit this
         window's budget it is compacted, and if it cannot fit, nothing changes."""
         state = WindowState.from_dict(checkpoint.window_state, self.reserve_output)
@@ -729,7 +822,8 @@ class ContextWindow:
             self.notes.notes.clear()
             for note in state.notes:
                 self.notes.write_note(note["category"], note["text"], note["importance"])
-            self._overheads = self._with_notes(overhead)
+            self.standing_instructions.load(state.instructions)
+            self._overheads = self._with_instructions(self._with_notes(overhead))
             self._store.restore(entries, pending, state.open_calls, state.seq, state.turn)
             self._calibration = state.calibration
             self._fit()

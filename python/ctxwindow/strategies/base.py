@@ -105,6 +105,8 @@ class CompactionState:
     #: True when planning for an async caller (summarizers are awaited, not called).
     awaiting: bool = False
     next_seq: int = 0
+    #: The name of the strategy planning now (set by the cascade).
+    strategy: str = ""
 
     def total(self) -> int:
         return self.overhead + sum(entry.tokens for entry in self.entries)

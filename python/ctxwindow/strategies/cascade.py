@@ -132,6 +132,7 @@ class Cascade:
             if not state.over_target():
                 break
             saved = (list(state.entries), len(state.evicted), state.next_seq)
+            state.strategy = strategy.name
             try:
                 report = strategy.apply(state)
                 problems = settle(state) if settle is not None else []

@@ -1,0 +1,249 @@
+"""The fidelity gate: before a compaction is applied, the key facts of what it replaces must be
+present in what replaces it.
+
+The key facts of a replaced message are those of :func:`ctxwindow.fidelity.extract_key_facts`
+(numbers, paths, identifiers, quoted strings, error lines) plus, for the conversation's first
+user message, the user's goal (its opening sentences). "Present" means present as whole tokens
+(:func:`ctxwindow.fidelity.fact_present`) anywhere in the planned prompt: the system prompt,
+the standing-instructions block, notes, the summary, placeholders and the messages kept.
+
+What is missing is re-injected as a ``Kept facts:`` section of the conversation summary (one is
+created, first in the conversation, when the plan has none), within a cap of a fifth of the
+room the conversation has. Facts are kept in order of priority:
+
+0. the user's goal;
+1. facts the user wrote (required: a strategy that cannot keep them all is refused and the next
+   strategy runs);
+2. facts an earlier summary kept;
+3. facts in the assistant's text and tool-call arguments;
+4. identifiers, paths, quoted strings and error lines of tool results;
+5. bare numbers of tool results;
+
+newest first within a priority. The last resort keeps what fits and reports the rest as lost.
+The outcome is :class:`GateOutcome`, in ``CompactionResult.gate``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxwindow.fidelity import extract_key_facts, fact_present
+from ctxwindow.instructions import split_sentences
+from ctxwindow.messages import text_of
+from ctxwindow.strategies.base import CompactionState, Entry
+from ctxwindow.summarizers import SUMMARY_HEADER
+
+__all__ = ["GateOutcome", "FidelityGate", "KEPT_FACTS", "REQUIRED_TIER"]
+
+Message = dict[str, Any]
+
+KEPT_FACTS = "Kept facts:"
+GOAL = "Goal:"
+#: Facts of this priority or higher (lower number) must be kept for a strategy to apply.
+REQUIRED_TIER = 1
+_ORIGINALS = re.compile(r"\n?\(originals: retrieval id [^)]*\)\s*$")
+_MAX_FACT_CHARS = 200
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate found for one compaction: ``checked`` key facts of the replaced content,
+    ``reinjected`` of them written into the summary's kept-facts section, ``lost`` the ones
+    that are in neither the plan nor the section (after the last resort), ``refused`` the
+    strategies whose plans were refused because they lost facts the user wrote."""
+
+    checked: int
+    reinjected: int
+    lost: tuple[str, ...]
+    refused: tuple[str, ...] = ()
+
+    @property
+    def kept(self) -> int:
+        return self.checked - len(self.lost)
+
+    @property
+    def score(self) -> float:
+        """The fraction of checked facts still in the prompt (1.0 when none were checked)."""
+        return self.kept / self.checked if self.checked else 1.0
+
+    @property
+    def passed(self) -> bool:
+        return not self.lost
+
+
+@dataclass(frozen=True)
+class _Fact:
+    value: str
+    tier: int
+    seq: int
+
+
+def _message_text(message: Message) -> str:
+    text = text_of(message)
+    calls = message.get("tool_calls") or []
+    if calls:
+        text += "\n" + "\n".join(str(call.get("function", {}).get("arguments", "")) for call in calls
+                                 if isinstance(call, dict))
+    return text
+
+
+def _kept_split(content: str) -> tuple[str, str]:
+    """A summary's content as (body without the kept-facts section and originals line, the
+    originals line)."""
+    originals = _ORIGINALS.search(content)
+    tail = originals.group(0).strip() if originals else ""
+    body = content[: originals.start()] if originals else content
+    index = body.find("\n" + KEPT_FACTS)
+    if index >= 0:
+        body = body[:index]
+    return body.rstrip(), tail
+
+
+class FidelityGate:
+    """Checks plans of one compaction against the window as it was (``entries``)."""
+
+    def __init__(self, entries: Sequence[Entry], overhead_text: str, count: Callable[[str], int],
+                 cap: int) -> None:
+        self.entries = list(entries)
+        self.overhead_text = overhead_text
+        self.count = count
+        self.cap = max(cap, 16)
+        self.refused: list[str] = []
+        self._facts: dict[int, list[_Fact]] = {}
+        first_user = next((e for e in self.entries if e.kind == "message" and e.role == "user"), None)
+        self._goal_seq = first_user.seq if first_user is not None and first_user.turn <= 1 else None
+        self.outcome = GateOutcome(0, 0, ())
+
+    def facts_of(self, entry: Entry) -> list[_Fact]:
+        cached = self._facts.get(entry.seq)
+        if cached is not None:
+            return cached
+        message = entry.original or entry.message
+        role = message.get("role")
+        if entry.kind == "summary":
+            body, _ = _kept_split(str(message.get("content") or ""))
+            kept = str(message.get("content") or "")[len(body):]
+            tiers = {kind: 2 for kind in ("number", "path", "identifier", "quoted", "error")}
+            text = kept
+            goal = next((line[len(GOAL):].strip() for line in kept.splitlines() if line.startswith(GOAL)), None)
+        else:
+            text = _message_text(message)
+            goal = None
+            if role == "user":
+                tiers = {kind: 1 for kind in ("number", "path", "identifier", "quoted", "error")}
+            elif role == "tool":
+                tiers = {"number": 5, "path": 4, "identifier": 4, "quoted": 4, "error": 4}
+            else:
+                tiers = {kind: 3 for kind in ("number", "path", "identifier", "quoted", "error")}
+        facts: list[_Fact] = []
+        if entry.seq == self._goal_seq:
+            goal = " ".join(split_sentences(text_of(message))[:2])[:_MAX_FACT_CHARS] or None
+        if goal:
+            facts.append(_Fact(goal, 0, entry.seq))
+        for kind, values in extract_key_facts(text).items():
+            for value in values:
+                value = value.strip()
+                if kind == "error" and len(value) > _MAX_FACT_CHARS:
+                    continue  # a long error line is kept by its identifiers and numbers
+                if value.startswith((KEPT_FACTS, GOAL)):
+                    continue
+                facts.append(_Fact(value, tiers[kind], entry.seq))
+        self._facts[entry.seq] = facts
+        return facts
+
+    def check(self, state: CompactionState, name: str, last_resort: bool = False,
+              room: int | None = None) -> list[str]:
+        """Re-injects into the plan's summary what it would lose; returns the problems (facts
+        the user wrote that do not fit: the plan is refused). With ``last_resort`` nothing is
+        refused: what does not fit is reported as lost. ``room``: the tokens the section may
+        grow by at most (the plan must stay within its budget)."""
+        kept_messages = {id(e.message) for e in state.entries}
+        summary_index = next((i for i, e in enumerate(state.entries) if e.kind == "summary"), None)
+        candidates: dict[str, _Fact] = {}
+        for entry in self.entries:
+            if id(entry.message) in kept_messages and entry.kind != "summary":
+                continue
+            for fact in self.facts_of(entry):
+                known = candidates.get(fact.value)
+                if known is None or (fact.tier, -fact.seq) < (known.tier, -known.seq):
+                    candidates[fact.value] = fact
+        if not candidates:
+            self.outcome = GateOutcome(0, 0, (), tuple(self.refused))
+            return []
+        parts = [self.overhead_text]
+        for index, entry in enumerate(state.entries):
+            if index == summary_index:
+                parts.append(_kept_split(str(entry.message.get("content") or ""))[0])
+            else:
+                parts.append(_message_text(entry.message))
+        text = "\n".join(parts)
+        missing = sorted((f for f in candidates.values() if not fact_present(f.value, text)),
+                         key=lambda f: (f.tier, -f.seq))
+        cap = self.cap
+        if room is not None:
+            current = state.entries[summary_index].message.get("content") if summary_index is not None else ""
+            body, originals = _kept_split(str(current or ""))
+            cap = min(cap, self.count(str(current or "")) - self.count(body + originals) + max(room, 0))
+        chosen: list[_Fact] = []
+        used = self.count(KEPT_FACTS) + 2
+        for fact in missing:
+            line = f"{GOAL} {fact.value}" if fact.tier == 0 else fact.value
+            tokens = self.count(line + "; ")
+            if used + tokens <= self.cap:
+                chosen.append(fact)
+                used += tokens
+        lost = [f for f in missing if f not in chosen]
+        required_lost = [f.value for f in lost if f.tier <= REQUIRED_TIER]
+        if required_lost and not last_resort:
+            self.refused.append(name)
+            return [f"fidelity gate: {len(required_lost)} fact(s) the user wrote would be lost "
+                    f"(e.g. {required_lost[0]!r})"]
+        self._write(state, summary_index, chosen)
+        if room is not None and state.total() > state.budget:
+            lost, chosen = missing, []
+            self._write(state, summary_index, chosen)
+        self.outcome = GateOutcome(len(candidates), len(chosen), tuple(f.value for f in lost), tuple(self.refused))
+        return []
+
+    def _write(self, state: CompactionState, summary_index: int | None, chosen: list[_Fact]) -> None:
+        goals = [f.value for f in chosen if f.tier == 0]
+        others = [f.value for f in chosen if f.tier != 0]
+        section = ""
+        if goals:
+            section += "\n" + "\n".join(f"{GOAL} {goal}" for goal in goals)
+        if others:
+            section += f"\n{KEPT_FACTS} " + "; ".join(others)
+        if summary_index is None:
+            if not section:
+                return
+            replaced = [e for e in self.entries if id(e.message) not in {id(x.message) for x in state.entries}]
+            first_seq = min((e.seq for e in replaced), default=None)
+            position = next((i for i, e in enumerate(state.entries) if first_seq is not None and e.seq > first_seq),
+                            len(state.entries))
+            while 0 < position < len(state.entries) and state.entries[position].group == state.entries[position - 1].group:
+                position += 1  # never inside a tool-call group
+            message: Message = {"role": "user", "content": SUMMARY_HEADER + section}
+            turn = state.entries[position - 1].turn if position else state.current_turn
+            seq = state.new_seq()
+            state.entries.insert(position, Entry(message, state.count_message(message), seq, seq, turn,
+                                                 kind="summary"))
+            return
+        entry = state.entries[summary_index]
+        body, originals = _kept_split(str(entry.message.get("content") or ""))
+        content = body + section + (f"\n{originals}" if originals else "")
+        if content == entry.message.get("content"):
+            return
+        message = {**entry.message, "content": content}
+        state.entries[summary_index] = entry._replace(message=message, tokens=state.count_message(message))
+
+
+def overhead_text(messages: Sequence[Message | None], tools: Any = None) -> str:
+    """The text of what the window sends besides the conversation."""
+    parts = [text_of(m) for m in messages if m is not None]
+    if tools:
+        parts.append(json.dumps(tools, ensure_ascii=False))
+    return "\n".join(parts)
