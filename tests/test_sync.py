@@ -196,3 +196,15 @@ def test_add_accepts_openai_sdk_objects() -> None:
     assert window.messages()[2] == {"role": "assistant", "content": None, "tool_calls": [
         {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
     assert check_history(window.messages()) == []
+
+
+def test_instructions_detected_in_an_edited_message_are_forgotten() -> None:
+    window = make_window(max_tokens=4_000)
+    history = [{"role": "user", "content": "Always answer in French. What is 2 + 2?"},
+               {"role": "assistant", "content": "Quatre."}]
+    window.sync(history)
+    assert [i.text for i in window.instructions] == ["Always answer in French."]
+    history = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "Four."}]
+    window.sync(history)
+    assert window.instructions == []
+    assert window.messages() == fresh(history, max_tokens=4_000)

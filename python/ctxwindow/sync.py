@@ -207,6 +207,7 @@ def sync_window(window: ContextWindow, messages: Iterable[object],
         if rebuild:
             store = window._store
             store.restore([], (), (), store.seq, 0)
+            _forget_detected_instructions(window)  # detected again from the messages re-added
         window._extend(prepared)
 
     try:
@@ -220,6 +221,20 @@ def sync_window(window: ContextWindow, messages: Iterable[object],
     else:
         synced.tokens.extend(new_tokens)
         synced.mark = _mark(window)
+
+
+def _forget_detected_instructions(window: ContextWindow) -> None:
+    """Drops the standing instructions detected in the conversation's messages (those the
+    program added stay); an instruction a dropped one had superseded is in force again."""
+    standing = window.standing_instructions
+    items = standing.to_list()
+    keep = [index for index, item in enumerate(items) if item["source"] != "detected"]
+    if len(keep) == len(items):
+        return
+    renumbered = {old: new for new, old in enumerate(keep)}
+    standing.load([{**items[index], "superseded_by": renumbered.get(items[index]["superseded_by"])}
+                   for index in keep])
+    window._overheads = window._with_instructions(window._overheads)
 
 
 def _one(item: object) -> list[object]:
