@@ -28,7 +28,10 @@ TURNS = 400
 
 
 def window() -> ContextWindow:
-    return ContextWindow("gpt-4o", max_tokens=MAX_TOKENS, system="You are a helpful assistant.")
+    # Standing-instruction detection off on both sides: it runs on every user message however
+    # the message arrives, so it adds the same to sync and add and is measured elsewhere.
+    return ContextWindow("gpt-4o", max_tokens=MAX_TOKENS, system="You are a helpful assistant.",
+                         instructions=False)
 
 
 def add_us(messages: list[dict[str, Any]]) -> float:
