@@ -307,8 +307,11 @@ class WindowMachine(RuleBasedStateMachine):
         window = self.window
         assert window is not None
         checkpoint, added, evicted, pinned = data.draw(st.sampled_from(self.checkpoints))
+        before = len(self.evicted)
         if self.attempt(lambda: window.restore(checkpoint)):
-            self.added, self.evicted, self.pinned = list(added), list(evicted), list(pinned)
+            # A restore that compacts reports what it evicts.
+            during = self.evicted[before:]
+            self.added, self.evicted, self.pinned = list(added), list(evicted) + during, list(pinned)
 
     @precondition(lambda self: self.window is not None)
     @rule()

@@ -183,17 +183,18 @@ def _last_resort(state: CompactionState, checker: FidelityGate | None) -> Strate
     be met otherwise."""
     before = state.total()
     summaries = {e.group for e in state.entries if e.kind == "summary"}
+    protected = set(state.protected_groups)
     target, reserve = state.target, 0
     start = (list(state.entries), len(state.evicted), state.next_seq)
     for _ in range(6):
-        state.protected_groups |= summaries
+        state.protected_groups = protected | summaries
         state.target = target - reserve
         DropOldest().apply(state)
         state.target = target
+        state.protected_groups = set(protected)
         if checker is not None:
             checker.check(state, "drop_oldest", last_resort=True)
         summaries |= {e.group for e in state.entries if e.kind == "summary"}
-        state.protected_groups -= summaries
         excess = state.total() - target
         if excess <= 0 or checker is None or not any(
                 not state.group_protected(g) and g[0].kind != "summary" for g in state.groups()):
@@ -201,9 +202,16 @@ def _last_resort(state: CompactionState, checker: FidelityGate | None) -> Strate
         reserve += excess
         state.entries, state.next_seq = list(start[0]), start[2]
         del state.evicted[start[1]:]
+    if state.total() > state.budget and checker is not None:
+        # The summary is too big for what is left: it gives way to its kept facts (those that fit).
+        summary = next((e for e in state.entries if e.kind == "summary" and not state.is_protected(e)), None)
+        if summary is not None:
+            state.entries = [e for e in state.entries if e is not summary]
+            state.evicted.append(summary)
+            checker.check(state, "drop_oldest", last_resort=True, room=state.budget - state.total())
     if state.total() > state.budget:
         DropOldest().apply(state)
-        if checker is not None and any(e.kind == "summary" for e in state.entries):
+        if checker is not None:
             checker.check(state, "drop_oldest", last_resort=True, room=state.budget - state.total())
     evicted = [e.original or e.message for e in state.evicted[start[1]:]]
     return StrategyReport("drop_oldest", before, state.total(), 0, evicted)

@@ -1,7 +1,7 @@
 """Fidelity of compression: how much of what matters in the original is still there.
 
 :func:`key_fact_retention` is deterministic and needs no model: it extracts the key facts of the
-original (numbers, file paths, identifiers, quoted strings and error lines) and reports the
+original (dates and times, numbers, file paths, identifiers, quoted strings and error lines) and reports the
 fraction still present, verbatim, in the compressed text, with the missing ones listed.
 :func:`judge_fidelity` is the LLM-as-judge protocol: questions answered on both contexts by a
 model callable, and a judge callable that says whether each pair of answers agrees.
@@ -9,46 +9,83 @@ model callable, and a judge callable that says whether each pair of answers agre
 
 from __future__ import annotations
 
+import bisect
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["KEY_FACT_KINDS", "FidelityReport", "extract_key_facts", "key_fact_retention", "fact_present",
+__all__ = ["KEY_FACT_KINDS", "FidelityReport", "extract_key_facts", "key_fact_retention", "fact_present", "json_values",
            "JudgeReport", "judge_fidelity"]
 
-KEY_FACT_KINDS = ("number", "path", "identifier", "quoted", "error")
+KEY_FACT_KINDS = ("date", "number", "path", "identifier", "quoted", "error")
 
 _PATH = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?![\w])")
 _IDENTIFIER = re.compile(
     r"\b(?:[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{4,}"
     r"|[A-Za-z]+\d+[A-Za-z0-9]*)\b")
-_QUOTED = re.compile(r"\"([^\"\n]{2,200})\"|'([^'\n]{2,200})'|`([^`\n]{2,200})`")
+_QUOTED = re.compile(r"\"([^\"\n]{2,200})\"|(?<!\w)'([^'\n]{2,200})'(?!\w)|`([^`\n]{2,200})`")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
 _ERROR = re.compile(r"\b(error|exception|traceback|failed|failure|fatal)\b", re.IGNORECASE)
 
 
 def extract_key_facts(text: str) -> dict[str, list[str]]:
     """The key facts of ``text`` by kind, each listed once, in order of appearance."""
     facts: dict[str, list[str]] = {kind: [] for kind in KEY_FACT_KINDS}
+    seen: set[tuple[str, str]] = set()
 
     def add(kind: str, value: str) -> None:
         value = value.strip()
-        if value and value not in facts[kind]:
+        if value and (kind, value) not in seen:
+            seen.add((kind, value))
             facts[kind].append(value)
 
+    dates = [match.span() for match in _DATE.finditer(text)]
+    starts = [start for start, _ in dates]
     for match in _PATH.finditer(text):
         if "/" in match.group(0) and not match.group(0).startswith("http"):
             add("path", match.group(0))
+    for start, end in dates:
+        add("date", text[start:end])
     for match in _NUMBER.finditer(text):
-        add("number", match.group(0))
+        index = bisect.bisect_right(starts, match.start()) - 1
+        if index < 0 or match.start() >= dates[index][1]:  # not part of a date
+            add("number", match.group(0))
     for match in _IDENTIFIER.finditer(text):
-        add("identifier", match.group(0))
+        index = bisect.bisect_right(starts, match.start()) - 1
+        if index < 0 or match.start() >= dates[index][1]:  # not part of a date
+            add("identifier", match.group(0))
     for match in _QUOTED.finditer(text):
         add("quoted", next(g for g in match.groups() if g is not None))
     for line in text.splitlines():
         if _ERROR.search(line):
             add("error", line)
     return facts
+
+
+def json_values(text: str) -> str:
+    """``text``; when it is JSON (a tool result, call arguments), its values only, one per line:
+    keys name fields, they are not facts."""
+    if not text.lstrip().startswith(("{", "[")):
+        return text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    values: list[str] = []
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            stack.extend(reversed(value))
+        elif isinstance(value, str):
+            values.append(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            values.append(str(value))
+    return "\n".join(values)
 
 
 def fact_present(fact: str, text: str) -> bool:

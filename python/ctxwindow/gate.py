@@ -15,11 +15,11 @@ room the conversation has. Facts are kept in order of priority:
 1. facts the user wrote (required: a strategy that cannot keep them all is refused and the next
    strategy runs);
 2. facts an earlier summary kept;
-3. facts in the assistant's text and tool-call arguments;
-4. identifiers, paths, quoted strings and error lines of tool results;
-5. bare numbers of tool results;
+3. facts in the assistant's text and tool-call arguments (JSON: values, not keys);
+4. identifiers, dates, paths, quoted strings and error lines of tool results (JSON: values);
+5. bare numbers the assistant or a tool wrote;
 
-newest first within a priority. The last resort keeps what fits and reports the rest as lost.
+identifiers, dates and the like before bare numbers, and newest first, within a priority. The last resort keeps what fits and reports the rest as lost.
 The outcome is :class:`GateOutcome`, in ``CompactionResult.gate``.
 """
 
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxwindow.fidelity import extract_key_facts, fact_present
+from ctxwindow.fidelity import KEY_FACT_KINDS, extract_key_facts, fact_present, json_values
 from ctxwindow.instructions import split_sentences
 from ctxwindow.messages import text_of
 from ctxwindow.strategies.base import CompactionState, Entry
@@ -47,6 +47,7 @@ GOAL = "Goal:"
 REQUIRED_TIER = 1
 _ORIGINALS = re.compile(r"\n?\(originals: retrieval id [^)]*\)\s*$")
 _MAX_FACT_CHARS = 200
+_RETRIEVAL_ID = re.compile(r"ctx-[0-9a-f]{16}|^[0-9a-f]{16}$|retrieval id")
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,12 @@ class _Fact:
     value: str
     tier: int
     seq: int
+    #: 1 for a bare number (it means little without its context), else 0.
+    weak: int = 0
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        return (self.tier, self.weak, -self.seq)
 
 
 def _message_text(message: Message) -> str:
@@ -89,6 +96,16 @@ def _message_text(message: Message) -> str:
         text += "\n" + "\n".join(str(call.get("function", {}).get("arguments", "")) for call in calls
                                  if isinstance(call, dict))
     return text
+
+
+def _fact_text(message: Message) -> str:
+    """The text whose facts count: JSON (tool results, call arguments) by its values only, one
+    per line (keys name fields, they are not facts)."""
+    parts = [json_values(text_of(message))]
+    for call in message.get("tool_calls") or []:
+        if isinstance(call, dict):
+            parts.append(json_values(str(call.get("function", {}).get("arguments", ""))))
+    return "\n".join(parts)
 
 
 def _kept_split(content: str) -> tuple[str, str]:
@@ -113,32 +130,36 @@ class FidelityGate:
         self.count = count
         self.cap = max(cap, 16)
         self.refused: list[str] = []
-        self._facts: dict[int, list[_Fact]] = {}
+        self._facts: dict[tuple[int, bool], list[_Fact]] = {}
         first_user = next((e for e in self.entries if e.kind == "message" and e.role == "user"), None)
         self._goal_seq = first_user.seq if first_user is not None and first_user.turn <= 1 else None
         self.outcome = GateOutcome(0, 0, ())
 
-    def facts_of(self, entry: Entry) -> list[_Fact]:
-        cached = self._facts.get(entry.seq)
+    def facts_of(self, entry: Entry, whole: bool = False) -> list[_Fact]:
+        """The key facts of an entry of the window as it was; of a summary, those of its
+        kept-facts section, or with ``whole`` (it is being replaced) of all its text."""
+        key = (entry.seq, whole)
+        cached = self._facts.get(key)
         if cached is not None:
             return cached
         message = entry.original or entry.message
         role = message.get("role")
         if entry.kind == "summary":
-            body, _ = _kept_split(str(message.get("content") or ""))
-            kept = str(message.get("content") or "")[len(body):]
-            tiers = {kind: 2 for kind in ("number", "path", "identifier", "quoted", "error")}
-            text = kept
+            content = str(message.get("content") or "")
+            body, _ = _kept_split(content)
+            kept = content[len(body):]
+            tiers = dict.fromkeys(KEY_FACT_KINDS, 2)
+            text = _ORIGINALS.sub("", content) if whole else kept
             goal = next((line[len(GOAL):].strip() for line in kept.splitlines() if line.startswith(GOAL)), None)
         else:
-            text = _message_text(message)
+            text = _fact_text(message)
             goal = None
             if role == "user":
-                tiers = {kind: 1 for kind in ("number", "path", "identifier", "quoted", "error")}
+                tiers = dict.fromkeys(KEY_FACT_KINDS, 1)
             elif role == "tool":
-                tiers = {"number": 5, "path": 4, "identifier": 4, "quoted": 4, "error": 4}
+                tiers = {**dict.fromkeys(KEY_FACT_KINDS, 4), "number": 5}
             else:
-                tiers = {kind: 3 for kind in ("number", "path", "identifier", "quoted", "error")}
+                tiers = {**dict.fromkeys(KEY_FACT_KINDS, 3), "number": 5}
         facts: list[_Fact] = []
         if entry.seq == self._goal_seq:
             goal = " ".join(split_sentences(text_of(message))[:2])[:_MAX_FACT_CHARS] or None
@@ -149,10 +170,10 @@ class FidelityGate:
                 value = value.strip()
                 if kind == "error" and len(value) > _MAX_FACT_CHARS:
                     continue  # a long error line is kept by its identifiers and numbers
-                if value.startswith((KEPT_FACTS, GOAL)):
+                if value.startswith((KEPT_FACTS, GOAL)) or _RETRIEVAL_ID.search(value):
                     continue
-                facts.append(_Fact(value, tiers[kind], entry.seq))
-        self._facts[entry.seq] = facts
+                facts.append(_Fact(value, tiers[kind], entry.seq, int(kind == "number")))
+        self._facts[key] = facts
         return facts
 
     def check(self, state: CompactionState, name: str, last_resort: bool = False,
@@ -162,14 +183,16 @@ class FidelityGate:
         refused: what does not fit is reported as lost. ``room``: the tokens the section may
         grow by at most (the plan must stay within its budget)."""
         kept_messages = {id(e.message) for e in state.entries}
-        summary_index = next((i for i, e in enumerate(state.entries) if e.kind == "summary"), None)
+        summary_index = next((i for i, e in enumerate(state.entries)
+                              if e.kind == "summary" and not state.is_protected(e)), None)
         candidates: dict[str, _Fact] = {}
         for entry in self.entries:
-            if id(entry.message) in kept_messages and entry.kind != "summary":
+            kept = id(entry.message) in kept_messages
+            if kept and entry.kind != "summary":
                 continue
-            for fact in self.facts_of(entry):
+            for fact in self.facts_of(entry, whole=not kept):
                 known = candidates.get(fact.value)
-                if known is None or (fact.tier, -fact.seq) < (known.tier, -known.seq):
+                if known is None or fact.order < known.order:
                     candidates[fact.value] = fact
         if not candidates:
             self.outcome = GateOutcome(0, 0, (), tuple(self.refused))
@@ -182,12 +205,14 @@ class FidelityGate:
                 parts.append(_message_text(entry.message))
         text = "\n".join(parts)
         missing = sorted((f for f in candidates.values() if not fact_present(f.value, text)),
-                         key=lambda f: (f.tier, -f.seq))
+                         key=lambda f: f.order)
         cap = self.cap
-        if room is not None:
-            current = state.entries[summary_index].message.get("content") if summary_index is not None else ""
-            body, originals = _kept_split(str(current or ""))
-            cap = min(cap, self.count(str(current or "")) - self.count(body + originals) + max(room, 0))
+        if room is not None and summary_index is not None:
+            current = str(state.entries[summary_index].message.get("content") or "")
+            body, originals = _kept_split(current)
+            cap = min(cap, self.count(current) - self.count(body + originals) + max(room, 0))
+        elif room is not None:  # a new summary message: its header and framing count too
+            cap = min(cap, room - self.count(SUMMARY_HEADER) - 8)
         chosen: list[_Fact] = []
         used = self.count(KEPT_FACTS) + 2
         for fact in missing:

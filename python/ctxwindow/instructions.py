@@ -6,7 +6,7 @@ Detection is deterministic, sentence by sentence, with general rules of English 
 grammar (no word list drawn from any evaluation data):
 
 - a *standing marker*: "always", "never", "from now on", "whenever", "every time", "by default",
-  "for the rest of", "in every reply", "anymore", ...;
+  "for the rest of", "in every reply", ...;
 - *modality addressed to the agent*: "you must / should / need to / are not allowed to ...";
 - a *wish or preference of the speaker*: "I want / I'd like / I prefer / I'd rather / I don't
   like ...", "my preferred / favourite ... is";
@@ -46,13 +46,14 @@ __all__ = ["Instruction", "StandingInstructions", "detect_instructions", "is_ins
 
 INSTRUCTIONS_HEADER = "[Standing instructions from the user, in force]"
 
-_SENTENCE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9])|\n+")
+_ABBREVIATIONS = "".join(rf"(?<!\b{a}\.)" for a in ("Dr", "Mr", "Ms", "Mrs", "Prof", "St", "Sr", "Jr", "vs", "No", "Inc"))
+_SENTENCE = re.compile(rf"{_ABBREVIATIONS}(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]*[A-Z0-9])|\n+")
 _BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
 
 _STANDING = re.compile(
     r"\b(?:always|never|from now on|going forward|from here on|hereafter|for the rest of|every time|each time|"
     r"whenever|any ?time|at all times|by default|as a rule|no matter what|under any circumstances|ever again|"
-    r"anymore|any more|no longer|in (?:all|every|each|any|future) (?:of )?(?:your |my |our )?(?:future )?"
+    r"in (?:all|every|each|any|future) (?:of )?(?:your |my |our )?(?:future )?"
     r"(?:repl(?:y|ies)|respons(?:e|es)|answers?|messages?|emails?|output|conversations?|sessions?))\b",
     re.IGNORECASE)
 _MODAL = re.compile(
@@ -60,10 +61,13 @@ _MODAL = re.compile(
     r"can't|cannot|can not|won't|are (?:not )?(?:to|allowed to|permitted to|required to|expected to|supposed to)|"
     r"'re (?:not )?(?:to|allowed to|permitted to|supposed to|expected to))\b",
     re.IGNORECASE)
+#: A preference or a refusal of the speaker. A wish followed by "to" and a verb ("I'd like to
+#: change my flight") is a one-off request, not a rule, and is left to the other patterns.
 _WISH = re.compile(
-    r"\b(?:i|we)(?:'d| would)?(?: really| also| generally| usually| always| much)? (?:want|need you to|like|"
-    r"expect|require|prefer|rather|love|hate|dislike|don't like|do not like|don't want|do not want|"
-    r"can't stand|cannot stand|insist|ask that|do not wish)\b"
+    r"\b(?:i|we)(?:'d| would)?(?: really| also| generally| usually| always| much| just)? "
+    r"(?:(?:want|like|love)(?! to\b)|need you to|want you to|'d like you to|expect|require|prefer|rather|"
+    r"hate|dislike|don't like|do not like|don't want|do not want|can't stand|cannot stand|insist|ask that|"
+    r"do not wish|don't wish)\b"
     r"|\bmy (?:preference|preferred \w+|favou?rite \w+(?: \w+)?) (?:is|are)\b",
     re.IGNORECASE)
 _NEGATIVE_START = re.compile(
@@ -87,6 +91,10 @@ _CONDITION_START = re.compile(
 _IMPERATIVE = re.compile(
     rf"^(?:please,? |then |also,? |always |just |only |first,? )*(?:{_MANNER_VERBS}|{_ACTION_VERBS})\b",
     re.IGNORECASE)
+_YOU = re.compile(r"\byou(?:r|rs|rself)?\b", re.IGNORECASE)
+#: Leading words before an imperative's verb ("From now on, always reply ...").
+_LEAD = re.compile(r"^(?:(?:from now on|going forward|from here on|by default|as a rule|in (?:all|every|each|any) "
+                   r"\w+(?: \w+)?|always|never|please|also|and|just|only|so|then)[,]?\s+)+", re.IGNORECASE)
 _YOU_CONDITION = re.compile(r"\b(?:before|after|when|whenever|if|unless|until|once) (?:you|we)\b", re.IGNORECASE)
 #: An imperative quantified over all occasions ("Start every analysis by ...").
 _UNIVERSAL = re.compile(r"\b(?:every|each|all future)\b", re.IGNORECASE)
@@ -126,7 +134,11 @@ def is_instruction(sentence: str) -> bool:
     text = sentence.strip().strip("\"'")
     if len(text) < 8 or len(text) > 600:
         return False
-    standing = _STANDING.search(text) is not None
+    # A standing marker makes a rule only when the sentence is addressed to the agent ("you",
+    # an imperative) or states the speaker's wish: "My wife and I always ..." is narrative.
+    addressed = (_YOU.search(text) is not None or _IMPERATIVE.match(_LEAD.sub("", text)) is not None
+                 or _NEGATIVE_START.match(text) is not None)
+    standing = _STANDING.search(text) is not None and addressed
     if text.endswith("?") or _QUESTION_START.match(text):
         return standing and not _QUESTION_START.match(text)
     if standing or _MODAL.search(text) or _WISH.search(text) or _REMINDER.search(text):

@@ -1,9 +1,17 @@
 """Summarizers: plain callables ``(system: str, user: str) -> str`` (or async ones).
 
-:func:`extractive` is the offline, deterministic default: it keeps the user's goal and the lines
-that carry decisions, constraints, rules, preferences, errors, numbers, file paths and
-identifiers, compressing long data lines (tool output) to their key facts, within the token
-target the prompt asks for. It needs no model and no API key.
+:func:`extractive` is the offline, deterministic default. It ranks every sentence of the
+transcript by general grammatical categories, never by phrases: (3) the user's standing
+instructions (:mod:`ctxwindow.instructions`) and error reports; (2) sentences that carry a rule,
+a decision or a preference: modality ("must", "should", "have to"), negation ("never", "not",
+"without"), conditions ("when", "before", "unless"), wishes ("prefer", "want", "rather"),
+changes of course ("decided", "instead", "switch", "cancel", "confirm"), progress ("done",
+"next", "pending", "blocked"); (1) sentences that carry
+data: numbers, dates, paths, identifiers, quoted strings, addresses, names (capitalized words
+inside a sentence). Of sentences that repeat one shape (the same words with other numbers) only
+the newest is kept. The user's first message (the goal) is always kept. Long tool output is reduced to its identifiers, dates and paths. Within
+the token target the prompt asks for, higher ranks go first and, among equals, newer lines. It
+needs no model and no API key.
 
 :func:`openai_summarizer` and :func:`anthropic_summarizer` adapt the providers' SDKs (optional
 extras ``ctxwindow[openai]`` and ``ctxwindow[anthropic]``).
@@ -18,6 +26,8 @@ from typing import Any
 
 from ctxwindow._native import Tokenizer
 from ctxwindow.errors import CtxWindowError, MissingDependencyError
+from ctxwindow.fidelity import extract_key_facts, json_values
+from ctxwindow.instructions import is_instruction, split_sentences
 
 __all__ = ["extractive", "openai_summarizer", "anthropic_summarizer", "SUMMARY_HEADER", "TRANSCRIPT_OPEN",
            "TRANSCRIPT_CLOSE", "TARGET_PREFIX"]
@@ -31,15 +41,33 @@ TARGET_PREFIX = "TARGET_TOKENS:"
 def _counter() -> Tokenizer:
     return Tokenizer("o200k_base")
 
-_RULE = re.compile(
-    r"\b(never|must|always|do not|don't|should not|shouldn't|cannot|can't|required?|only|"
-    r"decided|decision|agreed|chose|switch(?:ed)? to|instead|rule|constraint|policy|prefer(?:s|ence)?|"
-    r"goal|deadline|budget|cap|limit|next step|todo|remaining|done|blocked|safety|fact|"
-    r"current task|must stay|under no circumstances|compliance|requirement|forbidden|prohibited|"
-    r"not allowed|no exceptions|final|go with|going with|revise|change of plan|approved|rejected|"
-    r"critical|important|remember)\b", re.IGNORECASE)
-_ERROR = re.compile(r"\b(error|exception|traceback|failed|failure|fatal|denied|invalid)\b", re.IGNORECASE)
-_FACT = re.compile(r"\d|/|_|[a-z][A-Z]|\b[A-Z0-9]{4,}\b")
+# The rules are grammatical categories, not phrases: a sentence is kept when it carries one of
+# them. They were written from the categories themselves (see the module documentation) and are
+# evaluated on held-out data (tests/test_fidelity.py).
+#: Modality and obligation.
+_MODAL = r"must|mustn't|should|shouldn't|shall|needs? to|ha(?:ve|s) to|ought to|required?|may not|cannot|can't"
+#: Negation and prohibition.
+_NEGATION = r"never|not|no|none|nothing|don't|doesn't|didn't|won't|isn't|aren't|without|avoid|stop"
+#: Conditions and temporal clauses that scope a rule.
+_CONDITION = r"when|whenever|before|after|unless|until|once|only if|as long as"
+#: Wishes and preferences.
+_PREFERENCE = r"prefer(?:s|red|ence)?|rather|want(?:s|ed)?|would like|'d like|like|love|hate|dislike"
+#: Decisions and changes of course.
+_DECISION = (r"decide[ds]?|decision|chose|choose|chosen|pick(?:ed)?|select(?:ed)?|switch(?:ed)?|instead|"
+             r"agree[ds]?|confirm(?:ed|s)?|approve[ds]?|reject(?:ed|s)?|cancel(?:l?ed|s)?|replace[ds]?|"
+             r"change[ds]?|update[ds]?|plan(?:s|ned)?|will")
+#: Progress: what is done, current, next or still open.
+_PROGRESS = (r"next|current(?:ly)?|remaining|pending|done|finished|complete[d]?|in progress|blocked|"
+             r"waiting|started|status|open")
+_RULE = re.compile(rf"\b(?:{_MODAL}|{_NEGATION}|{_CONDITION}|{_PREFERENCE}|{_DECISION}|{_PROGRESS})\b|n't\b",
+                   re.IGNORECASE)
+_ERROR = re.compile(r"\b(?:error|exception|traceback|failed|failure|fatal|denied|invalid|refused|timeout|"
+                    r"timed out|crash(?:ed)?|panic|not found|unable)\b", re.IGNORECASE)
+#: Data: digits, paths, identifiers in camel or snake case, all-caps codes, quoted strings, e-mail
+#: addresses and URLs.
+_FACT = re.compile(r"\d|/|\w_\w|[a-z][A-Z]|\b[A-Z0-9]{3,}\b|\"[^\"]{2,}\"|@\w|https?:|(?<=[a-z,] )[A-Z][a-z]+")
+_DIGITS = re.compile(r"\d+")
+_DECISION_WORDS = re.compile(rf"\b(?:{_DECISION})\b", re.IGNORECASE)
 _LONG_LINE = 300
 
 
@@ -58,22 +86,42 @@ def _transcript(user: str) -> tuple[str, int | None]:
     return previous + "\n" + body, target
 
 
-_ID = re.compile(r"\b(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[\w.-]{4,}\b")
-_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-_PATH_FACT = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+")
-
-
 def _compress(line: str, seen: set[str]) -> str:
     """A long data line (tool output, call arguments) reduced to the values that carry data:
-    identifiers mixing letters and digits, dates and paths, each once per summary."""
-    facts = [m.group(0) for pattern in (_ID, _DATE, _PATH_FACT) for m in pattern.finditer(line)]
-    fresh = [f for f in dict.fromkeys(facts) if f not in seen]
+    identifiers, dates, paths, quoted strings and error lines (the key facts of
+    :func:`ctxwindow.fidelity.extract_key_facts` but bare numbers; of JSON, its values), each
+    once per summary."""
+    start = line.find("(")
+    if line.startswith("assistant called ") and start >= 0:  # name(arguments)
+        prefix, data = line[:start], line[start + 1: line.rfind(")")]
+    else:
+        prefix, _, data = line.partition(": ") if ": " in line[:80] else ("", "", line)
+    found = extract_key_facts(json_values(data))
+    facts = [value for kind in ("identifier", "date", "path", "error") for value in found[kind]]
+    fresh = [f for f in dict.fromkeys(facts) if f not in seen and len(f) <= _LONG_LINE]
     seen.update(fresh)
-    prefix = line.split(":", 1)[0] if ":" in line[:60] else ""
     body = ", ".join(fresh)
     if not body:
         return ""
     return f"{prefix}: {body}" if prefix else body
+
+
+def _rank(sentence: str, from_user: bool) -> int:
+    """What a sentence carries. The user's words weigh more than the assistant's restatements:
+    for the user, 3 is a standing instruction or an error, 2 a rule, decision, preference or
+    data, 0 anything else; for the assistant and tools, 3 an error, 2 a decision, 1 other rules or
+    data (a question asks, it does not state: 0 unless it has data)."""
+    if _ERROR.search(sentence):
+        return 3
+    if from_user:
+        if is_instruction(sentence):
+            return 3
+        return 2 if _RULE.search(sentence) or _FACT.search(sentence) else 0
+    if sentence.rstrip().endswith("?"):
+        return 1 if _FACT.search(sentence) else 0
+    if _DECISION_WORDS.search(sentence):
+        return 2
+    return 1 if _RULE.search(sentence) or _FACT.search(sentence) else 0
 
 
 def extractive(system: str, user: str) -> str:
@@ -86,28 +134,49 @@ def extractive(system: str, user: str) -> str:
     del system  # the rules are built in
     text, target = _transcript(user)
     lines = [line.strip().removeprefix("- ").strip() for line in text.splitlines()]
+    # A previous summary's kept facts and goal are carried by the fidelity gate, not re-ranked.
     lines = [line for line in lines
-             if line and line != SUMMARY_HEADER and not line.startswith("(originals: retrieval id")]
-    scored: list[tuple[int, int, str]] = []
+             if line and line != SUMMARY_HEADER and not line.startswith(("(originals: retrieval id", "Kept facts:",
+                                                                          "Goal:"))]
     first_user = next((i for i, line in enumerate(lines) if line.lower().startswith("user:")), None)
+    # Each line is one message ("role: text"); its sentences are ranked one by one and the line
+    # keeps the ones that carry something. A long data line (tool output, call arguments) is
+    # reduced to the values that carry data.
+    scored: list[tuple[int, int, str]] = []
     seen: set[str] = set()
     facts_seen: set[str] = set()
-    for index, line in enumerate(lines):
-        if _RULE.search(line) or _ERROR.search(line):
-            rank = 3
-        elif _FACT.search(line):
-            rank = 2
-        elif index == first_user:
-            rank = 3
-        else:
+    shapes: set[str] = set()
+    # Newest first, so that of lines repeating one shape (the same words, other numbers) only the
+    # newest is kept: repetition is filler.
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        role, _, body = line.partition(": ") if ": " in line[:40] else ("", "", line)
+        from_user = role.lower() == "user"
+        if len(line) > _LONG_LINE and not from_user and role.lower() != "assistant":
+            rank = 3 if _ERROR.search(line) else 1
+            compressed = _compress(line, facts_seen)
+            if compressed and compressed not in seen:
+                seen.add(compressed)
+                scored.append((rank, index, compressed))
             continue
-        if len(line) > _LONG_LINE and rank == 2:
-            line = _compress(line, facts_seen)
-        elif len(line) > _LONG_LINE:
-            line = line[:_LONG_LINE] + " ..."
-        if line and line not in seen:
-            seen.add(line)
-            scored.append((rank, index, line))
+        kept: list[str] = []
+        best = 3 if index == first_user else 0
+        for sentence in split_sentences(body) or [body]:
+            rank = _rank(sentence, from_user)
+            shape = _DIGITS.sub("#", sentence.lower())
+            if shape in shapes and index != first_user:
+                continue
+            shapes.add(shape)
+            if rank or index == first_user:
+                kept.append(sentence if len(sentence) <= _LONG_LINE else sentence[:_LONG_LINE] + " ...")
+                best = max(best, rank)
+        if not kept:
+            continue
+        out = f"{role}: {' '.join(kept)}" if role else " ".join(kept)
+        if out not in seen:
+            seen.add(out)
+            scored.append((best, index, out))
+    scored.sort(key=lambda item: item[1])
     if target is not None:
         budget = target - _counter().count(SUMMARY_HEADER) - 2
         chosen: list[tuple[int, int, str]] = []

@@ -336,7 +336,8 @@ class ContextWindow:
             return replace(overhead, instructions=None, instructions_tokens=0, instructions_reserve=0,
                            instructions_text="")
         sources = {i.seq for i in instructions.current if i.seq is not None}
-        held = {e.seq for e in self._store.entries() if e.seq in sources and e.original is None} if sources else set()
+        held = {e.seq for e in self._store.entries()
+                if e.seq in sources and e.kind == "message" and e.original is None} if sources else set()
         text = instructions.render(self.tokenizer.count, lambda i: i.seq is None or i.seq not in held)
         message = {"role": "system", "content": text} if text else None
         tokens = self.tokenizer.count_message(message) if message else 0

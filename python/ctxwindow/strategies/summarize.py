@@ -160,8 +160,10 @@ class Summarize:
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())
         entries = state.entries
-        previous = entries[0] if entries and _is_summary(entries[0]) else None
-        start = 1 if previous else 0
+        # The previous summary: the first one that may be rewritten (normally first in the
+        # conversation; after a pinned first message, second).
+        previous = next((e for e in entries if _is_summary(e) and not state.is_protected(e)), None)
+        start = entries.index(previous) + 1 if previous else 0
         tail_start = max(len(entries) - self.preserve_recent, start)
         chosen = self._prefix(state, previous, start, tail_start)
         # The tail is a preference: if summarizing before it cannot reach the target, the
