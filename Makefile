@@ -93,13 +93,13 @@ bench: build postgres-server
 	$(BIN)/python benches/bench_window.py
 	$(BIN)/python benches/bench_checkpoint.py
 	$(BIN)/python benches/bench_fidelity.py
+	$(BIN)/python benches/bench_sync.py
 	$(BIN)/python benches/embed_results.py
 
 # ctxwindow.dask on local clusters of 1 and 2 workers, 10^8 generated items (ITEMS=... for another size).
 ITEMS ?= 100000000
 bench-dask: build
 	$(BIN)/python benches/bench_dask.py $(ITEMS)
-	$(BIN)/python benches/embed_results.py
 
 clean:
 	rm -rf target $(VENV) tests/c/bin

@@ -22,7 +22,7 @@ TOKENIZER = Tokenizer("o200k_base")
 
 def snapshot(turn: int, **values: Any) -> HealthSnapshot:
     base: dict[str, Any] = {"turn": turn, "timestamp": 0.0, "total_tokens": 100, "budget_tokens": 1000,
-                            "utilization": 0.1, "eviction_rate": 0.0, "compression_ratio": None,
+                            "utilization": 0.5, "eviction_rate": 0.0, "compression_ratio": None,
                             "burn_rate": 100.0, "fidelity": None, "tool_result_bloat": 0.0}
     base.update(values)
     return HealthSnapshot(**base)
@@ -131,3 +131,13 @@ def test_trend_report_and_exports() -> None:
     assert all(p["attributes"]["ctxwindow.model"] == "gpt-4o" for p in points)
     with pytest.raises(InvalidArgumentError):
         health.trend_report(last=1)
+
+
+def test_a_nearly_empty_window_raises_no_growth_warnings() -> None:
+    m = monitor()
+    assert m.check_alerts(snapshot(1, utilization=0.02, burn_rate=10.0)) == []
+    assert m.check_alerts(snapshot(2, utilization=0.02, burn_rate=1000.0, tool_result_bloat=0.9)) == []
+    assert metrics(m.check_alerts(snapshot(3, utilization=0.3, burn_rate=5000.0, tool_result_bloat=0.9))) == [
+        "tool_result_bloat", "burn_rate"]
+    with pytest.raises(InvalidArgumentError):
+        HealthThresholds(quiet_below=0.0)

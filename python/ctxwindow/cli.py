@@ -34,6 +34,7 @@ from typing import Any
 from ctxwindow import __version__
 from ctxwindow.errors import ContextOverflowError, CtxWindowError
 from ctxwindow.fidelity import key_fact_retention
+from ctxwindow.formats import infer_format
 from ctxwindow.health import HealthMonitor
 from ctxwindow.messages import Message, check_history, from_swe_agent, from_tau_bench, text_of, validate_message
 from ctxwindow.config import PROFILES, STRATEGY_TYPES, strategy_from_spec
@@ -47,6 +48,8 @@ FORMATS = (
     "tau-bench JSON (records with \"traj\", --index)",
     "SWE-agent .traj",
     "conversation JSONL (one {\"messages\": [...]} per line, --index)",
+    "Responses items JSON (a list of items or {\"input\": [...]})",
+    "Anthropic messages JSON ({\"system\", \"messages\"} with content blocks)",
 )
 
 BUNDLED = {
@@ -96,6 +99,9 @@ def load_conversation(path: str | Path, index: int = 0) -> tuple[str, list[Messa
         value = json.loads(raw)
     except json.JSONDecodeError as error:
         raise _json_error(name, error) from None
+    inferred = infer_format(value)  # Responses items, Anthropic messages
+    if inferred is not None:
+        return inferred
     if isinstance(value, dict) and isinstance(value.get("history"), list) and "trajectory" in value:
         return "SWE-agent .traj", from_swe_agent(value)
     if isinstance(value, dict) and isinstance(value.get("traj"), list):

@@ -45,9 +45,12 @@ class HealthThresholds:
     tool_result_bloat: float = 0.30  # warning when tool results take more of the prompt
     burn_spike: float = 3.0  # warning when the burn rate exceeds this many times its baseline
     baseline_alpha: float = 0.2
+    #: No burn-rate or tool-result-bloat warning while the prompt uses less of the budget than
+    #: this: growth in a nearly empty window is no pressure (a 2%-full window raises nothing).
+    quiet_below: float = 0.25
 
     def __post_init__(self) -> None:
-        for name in ("utilization", "fidelity", "tool_result_bloat", "baseline_alpha"):
+        for name in ("utilization", "fidelity", "tool_result_bloat", "baseline_alpha", "quiet_below"):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise InvalidArgumentError(f"{name} threshold must be in (0, 1], got {value}")
@@ -178,12 +181,13 @@ class HealthMonitor:
             alert("info", "compression_ratio", snapshot.compression_ratio or 0.0, t.compression_ratio,
                   f"an LLM compaction compressed only {snapshot.compression_ratio:.1f}x "
                   f"(below {t.compression_ratio:g}x)")
-        if self._condition("tool_result_bloat", snapshot.tool_result_bloat > t.tool_result_bloat):
+        quiet = snapshot.utilization < t.quiet_below
+        if self._condition("tool_result_bloat", not quiet and snapshot.tool_result_bloat > t.tool_result_bloat):
             alert("warning", "tool_result_bloat", snapshot.tool_result_bloat, t.tool_result_bloat,
                   f"tool results take {snapshot.tool_result_bloat:.0%} of the prompt "
                   f"(above {t.tool_result_bloat:.0%})")
         baseline = self._burn_baseline
-        spike = baseline is not None and baseline > 0 and snapshot.burn_rate > t.burn_spike * baseline
+        spike = not quiet and baseline is not None and baseline > 0 and snapshot.burn_rate > t.burn_spike * baseline
         if self._condition("burn_rate", spike):
             alert("warning", "burn_rate", snapshot.burn_rate, t.burn_spike * (baseline or 0.0),
                   f"burn rate {snapshot.burn_rate:,.0f} tokens/turn, over {t.burn_spike:g}x its baseline "

@@ -351,3 +351,9 @@ def from_tau_bench(record: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> l
     if not isinstance(messages, Sequence):
         raise MalformedMessageError("a tau-bench record needs a 'traj' list")
     return [_canonical(message) for message in messages]
+
+
+# Other providers' formats live in their own module; re-exported here, where users look for them.
+from ctxwindow.formats import from_responses, to_anthropic, to_responses  # noqa: E402
+
+__all__ += ["from_responses", "to_responses", "to_anthropic"]

@@ -55,6 +55,7 @@ from ctxwindow.budget import PROFILES as BUDGET_PROFILES
 from ctxwindow.budget import TokenBudget
 from ctxwindow.compaction import CompactionResult, GateSettings, Limits, apply_plan, plan_compaction, protected_tokens
 from ctxwindow.config import PROFILES, STRATEGY_TYPES, WindowSettings, check_int, read_toml, strategy_from_spec
+from ctxwindow.context_windows import resolve_budget
 from ctxwindow.conversation import ConversationStore
 from ctxwindow.errors import (
     ContextOverflowError,
@@ -76,6 +77,7 @@ from ctxwindow.messages import (
     tool_call_ids,
     validate_message,
 )
+from ctxwindow.sync import MessageLike, as_message, sync_window
 from ctxwindow.pressure import PressureMonitor, PressureReading
 from ctxwindow.state import WindowState, entry_from_dict, entry_to_dict
 from ctxwindow.strategies import Cascade, Entry, Notes
@@ -154,8 +156,8 @@ class ContextWindow:
         self,
         model: str | None = None,
         *,
-        max_tokens: int,
-        reserve_output: int = 0,
+        max_tokens: int | None = None,
+        reserve_output: int | None = None,
         system: str | None = None,
         tools: list[dict[str, Any]] | None = None,
         strategies: list[Any] | None = None,
@@ -167,6 +169,7 @@ class ContextWindow:
         on_compact: Callable[[CompactionResult], Any] | None = None,
         **more: Any,
     ) -> None:
+        max_tokens, reserve_output = resolve_budget(model, max_tokens, reserve_output)  # model's window if omitted
         unknown = set(more) - _MORE
         if unknown:
             raise InvalidArgumentError(
@@ -521,6 +524,7 @@ class ContextWindow:
     # --- adding ----------------------------------------------------------------------------
 
     def _prepare(self, message: object, pinned: object, where: str) -> tuple[Message, int, bool]:
+        message = as_message(message)  # OpenAI SDK objects accepted wherever a dict is
         validate_message(message, where)
         if not isinstance(pinned, bool):
             raise InvalidTypeError(f"pinned must be a bool, not {type(pinned).__name__}")
@@ -535,7 +539,7 @@ class ContextWindow:
             raise MalformedMessageError(f"{where}: {error}") from None
         return copy, tokens, pinned
 
-    def add(self, message: Mapping[str, Any], *, pinned: bool = False) -> None:
+    def add(self, message: MessageLike, *, pinned: bool = False) -> None:
         """Adds one message (counted once, now). ``pinned=True`` protects it (and its group)
         from eviction and rewriting. Raises :class:`MalformedMessageError` for a malformed
         message, a tool result that answers no open call, or a new message while tool calls wait
@@ -544,18 +548,18 @@ class ContextWindow:
         prepared = self._prepare(message, pinned, "message")
         self._transaction(lambda: self._add(*prepared, where="message"))
 
-    async def aadd(self, message: Mapping[str, Any], *, pinned: bool = False) -> None:
+    async def aadd(self, message: MessageLike, *, pinned: bool = False) -> None:
         """:meth:`add` for async code: summaries it triggers are awaited on this event loop."""
         prepared = self._prepare(message, pinned, "message")
         await self._atransaction(lambda: self._add(*prepared, where="message"))
 
-    def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
+    def extend(self, messages: Iterable[MessageLike]) -> None:
         """Adds messages in order, atomically: if one is refused (its index is named in the
         error), none is added."""
         prepared = [self._prepare(m, False, f"message {i}") for i, m in enumerate(messages)]
         self._transaction(lambda: self._extend(prepared))
 
-    async def aextend(self, messages: Iterable[Mapping[str, Any]]) -> None:
+    async def aextend(self, messages: Iterable[MessageLike]) -> None:
         """:meth:`extend` for async code."""
         prepared = [self._prepare(m, False, f"message {i}") for i, m in enumerate(messages)]
         await self._atransaction(lambda: self._extend(prepared))
@@ -882,3 +886,13 @@ class ContextWindow:
         return (f"ContextWindow(model={self.model!r}, messages={len(self)}, "
                 f"total={usage.total}, budget={usage.budget}, zone={usage.zone!r})")
 
+    # --- keeping in step with a history kept elsewhere ---------------------------------------
+
+    def sync(self, messages: Iterable[MessageLike]) -> None:
+        """Makes the window hold exactly ``messages`` (the full history an agent framework keeps),
+        counting only what is new since the last ``sync``: the common prefix is recognised by a
+        C-level comparison of the list with the previous one (a pointer comparison per message
+        when the same objects come back), an edited or shortened history is rebuilt from its
+        first difference, and system messages become the system prompt. Atomic: on any error
+        nothing changes. See :mod:`ctxwindow.sync`."""
+        sync_window(self, messages)

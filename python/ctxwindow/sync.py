@@ -1,0 +1,241 @@
+"""Keeping a window in step with a history that lives elsewhere (``ContextWindow.sync``).
+
+Agent frameworks keep the full conversation themselves and hand it over again before every model
+call. :func:`sync_window` makes the window hold exactly that conversation while counting only what
+is new:
+
+- the messages already synced are recognised by comparing the new list with the list of the
+  previous sync, element by element, in C (``list.__eq__``: a pointer comparison per message when
+  the caller hands back the same objects, as LangChain, Pydantic AI and a plain ``history`` list
+  do; an equality comparison when it hands back equal copies). Nothing of the old part is counted,
+  copied or hashed again; only the new messages are prepared and added, in one transaction;
+- an edited, reordered or shortened history is re-synced from the first difference: the window's
+  conversation is rebuilt in one transaction from the new list, reusing the token counts of the
+  messages before the difference (compaction runs again as the messages are added, so the window
+  holds what a fresh window fed this history would hold, for deterministic strategies);
+- system and developer messages anywhere in the list become the window's system prompt (their
+  texts joined by blank lines, in order); a list without any keeps the prompt the window was made
+  with;
+- a message object is treated as immutable once synced: to change one, pass a new object (a
+  message changed in place is not noticed while it is still the same object at the same place).
+
+If the window was changed by ``add``, ``extend`` or ``restore`` since the last sync, the next sync
+rebuilds the conversation from the list (it cannot know which of the window's messages the list
+already holds). A sync that fails (a malformed message, a tool result without its call, protected
+content that cannot fit) changes nothing, neither the window nor what the next sync compares with.
+
+Messages may be OpenAI chat dicts or the OpenAI SDK's pydantic objects
+(``response.choices[0].message``); :func:`as_message` turns the latter into dicts.
+
+>>> from ctxwindow import ContextWindow
+>>> window = ContextWindow("gpt-4o", max_tokens=4_000)
+>>> history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+>>> window.sync(history)
+>>> history.append({"role": "assistant", "content": "hello"})
+>>> window.sync(history)          # counts only the reply
+>>> [m["role"] for m in window.messages()]
+['system', 'user', 'assistant']
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Union
+
+from ctxwindow.messages import Message, copy_message, text_of
+
+if TYPE_CHECKING:
+    from ctxwindow.window import ContextWindow
+
+__all__ = ["as_message", "sync_window", "SupportsModelDump", "MessageLike"]
+
+
+class SupportsModelDump(Protocol):
+    """A pydantic model (the OpenAI SDK's message types)."""
+
+    def model_dump(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
+
+
+#: What ``add``, ``extend`` and ``sync`` take: a chat dict or an OpenAI SDK message object.
+MessageLike = Union[Mapping[str, Any], SupportsModelDump]
+
+_KEEP = ("role", "content", "name", "tool_calls", "tool_call_id")
+_SYSTEM_ROLES = ("system", "developer")
+
+
+def as_message(message: object) -> object:
+    """A chat message as a dict: a mapping is returned as it is; an object with ``model_dump``
+    (the OpenAI SDK's ``ChatCompletionMessage``, ``ChatCompletionMessageParam`` models, any
+    pydantic model of that shape) becomes the dict of its chat fields (``role``, ``content``,
+    ``name``, ``tool_calls``, ``tool_call_id``; ``refusal``, ``annotations``, ``audio`` and
+    unset fields left out, since the chat API does not take them back); anything else is
+    returned unchanged for the validator to reject with a clear message.
+
+    >>> class Reply:  # the shape of openai.types.chat.ChatCompletionMessage
+    ...     def model_dump(self, **options: object) -> dict[str, object]:
+    ...         return {"role": "assistant", "content": "hi", "refusal": None, "annotations": None}
+    >>> as_message(Reply())
+    {'role': 'assistant', 'content': 'hi'}
+    """
+    if isinstance(message, Mapping):
+        return message
+    dump = getattr(message, "model_dump", None)
+    if dump is None or not callable(dump):
+        return message
+    data = dump(exclude_none=True)
+    if not isinstance(data, Mapping):
+        return message
+    out: Message = {key: data[key] for key in _KEEP if key in data}
+    if "content" not in out:
+        out["content"] = None if out.get("tool_calls") else ""
+    calls = out.get("tool_calls")
+    if calls:  # only the fields the chat API takes back (no parsed_arguments, ...)
+        out["tool_calls"] = [
+            {"id": call.get("id"), "type": call.get("type", "function"),
+             "function": {"name": call.get("function", {}).get("name"),
+                          "arguments": call.get("function", {}).get("arguments", "")}}
+            if isinstance(call, Mapping) else call
+            for call in calls]
+    return out
+
+
+class _Synced:
+    """What the last sync of a window saw: the caller's items (references), the token count of
+    each conversation message (None for system messages), the window's own system prompt, and
+    the window's mark afterwards."""
+
+    __slots__ = ("items", "tokens", "base_system", "mark")
+
+    def __init__(self, items: list[object], tokens: list[tuple[int | None, ...]], base_system: str | None,
+                 mark: tuple[int, int, int]) -> None:
+        self.items = items
+        self.tokens = tokens
+        self.base_system = base_system
+        self.mark = mark
+
+
+_STATE: weakref.WeakKeyDictionary[ContextWindow, _Synced] = weakref.WeakKeyDictionary()
+
+
+def _mark(window: ContextWindow) -> tuple[int, int, int]:
+    """Changes whenever a message is added to the window by anything (add, extend, restore)."""
+    store = window._store
+    return window.tokens_added, store.turn, len(store.pending)
+
+
+def _first_difference(new: list[object], old: list[object]) -> int:
+    for index, (a, b) in enumerate(zip(new, old)):
+        if a is not b and a != b:
+            return index
+    return min(len(new), len(old))
+
+
+def _system_text(window: ContextWindow) -> str | None:
+    system = window._overheads.system
+    return None if system is None else str(system["content"])
+
+
+def _is_system(message: object) -> bool:
+    return isinstance(message, Mapping) and message.get("role") in _SYSTEM_ROLES
+
+
+def sync_window(window: ContextWindow, messages: Iterable[object],
+                convert: Callable[[object], Sequence[object]] | None = None) -> None:
+    """Makes ``window`` hold exactly ``messages``; see the module documentation. ``convert``
+    turns one item of ``messages`` into the chat messages it stands for (an agent framework's
+    message may hold several, e.g. a Pydantic AI request with several tool returns); it is called
+    once per new item (and again for the items before the first difference on a rebuild)."""
+    if convert is None:
+        convert = _one
+    items = messages if type(messages) is list else list(messages)
+    synced = _STATE.get(window)
+    if synced is not None and synced.mark != _mark(window):
+        synced = None  # the window was changed behind the sync's back: rebuild from the list
+    if synced is None:
+        synced = _Synced([], [], _system_text(window), (0, 0, 0))
+        start, rebuild = 0, True
+    else:
+        known = len(synced.items)
+        seen = synced.items
+        # Compare without copying the caller's list: our list is extended by the new items
+        # (O(new)) and compared whole in C (a pointer comparison per message for the same
+        # objects); on a mismatch it is cut back.
+        seen.extend(items[known:])
+        if len(items) >= known and seen == items:
+            start, rebuild = known, False
+        else:
+            del seen[known:]
+            start, rebuild = _first_difference(items, seen), True
+
+    # Prepare the new part (validated, copied, counted) before anything changes.
+    new_tokens: list[tuple[int | None, ...]] = []
+    prepared: list[tuple[Message, int, bool]] = []
+    new_system = False
+    for index in range(start, len(items)):
+        converted = convert(items[index])
+        counts: list[int | None] = []
+        for part, message in enumerate(converted):
+            if _is_system(message):
+                new_system = True
+                counts.append(None)
+                continue
+            where = f"message {index}" if len(converted) == 1 else f"message {index} (part {part})"
+            prepared.append(window._prepare(message, False, where))
+            counts.append(prepared[-1][1])
+        new_tokens.append(tuple(counts))
+
+    system = _system_text(window)
+    if rebuild or new_system:
+        texts = [text_of(m) for item in items for m in convert(item) if _is_system(m)]  # type: ignore[arg-type]
+        system = "\n\n".join(texts) if texts else synced.base_system
+
+    tokens_of = synced.tokens
+    if rebuild:
+        tokens_of = tokens_of[:start] + new_tokens
+        kept: list[tuple[Message, int, bool]] = []
+        for index in range(start):
+            for tokens, message in zip(tokens_of[index], convert(items[index])):
+                if tokens is not None and isinstance(message, Mapping):  # validated when synced
+                    kept.append((copy_message(message), tokens, False))
+        prepared = kept + prepared
+
+    def apply() -> None:
+        if system != _system_text(window):
+            window._overheads = window._with_system(window._overheads, system)
+            window._fit()
+        if rebuild:
+            store = window._store
+            store.restore([], (), (), store.seq, 0)
+            _forget_detected_instructions(window)  # detected again from the messages re-added
+        window._extend(prepared)
+
+    try:
+        window._transaction(apply)
+    except BaseException:
+        if not rebuild:
+            del synced.items[start:]
+        raise
+    if rebuild:
+        _STATE[window] = _Synced(list(items), tokens_of, synced.base_system, _mark(window))
+    else:
+        synced.tokens.extend(new_tokens)
+        synced.mark = _mark(window)
+
+
+def _forget_detected_instructions(window: ContextWindow) -> None:
+    """Drops the standing instructions detected in the conversation's messages (those the
+    program added stay); an instruction a dropped one had superseded is in force again."""
+    standing = window.standing_instructions
+    items = standing.to_list()
+    keep = [index for index, item in enumerate(items) if item["source"] != "detected"]
+    if len(keep) == len(items):
+        return
+    renumbered = {old: new for new, old in enumerate(keep)}
+    standing.load([{**items[index], "superseded_by": renumbered.get(items[index]["superseded_by"])}
+                   for index in keep])
+    window._overheads = window._with_instructions(window._overheads)
+
+
+def _one(item: object) -> list[object]:
+    return [as_message(item)]

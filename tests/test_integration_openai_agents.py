@@ -1,0 +1,95 @@
+"""OpenAI Agents SDK with the session wrapper and the input filter, against the real package and
+its ScriptedModel recording every call (no network): a multi-step tool-calling run with large tool
+results under a small budget, then a second run reading the session."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool, set_tracing_disabled  # noqa: E402
+from agents.testing.model import ModelCall, ScriptedModel, assistant_message, function_call  # noqa: E402
+
+from ctxwindow import Tokenizer  # noqa: E402
+from ctxwindow.integrations.openai_agents import ContextWindowSession, call_model_input_filter  # noqa: E402
+from ctxwindow.messages import check_history, from_responses  # noqa: E402
+
+MAX_TOKENS = 6_000
+set_tracing_disabled(True)  # no trace export: the tests run offline
+INSTRUCTIONS = "You are a careful coding agent. Read files before answering."
+
+
+@function_tool
+def read_file(path: str) -> str:
+    """Reads a file of the repository."""
+    return f"# {path}\n" + "".join(f"line {i}: value = {i * 7}\n" for i in range(150))
+
+
+def steps(count: int, tag: str) -> list[Any]:
+    out: list[Any] = [[function_call("read_file", {"path": f"src/{tag}{k}_{j}.py"}, call_id=f"{tag}_{k}_{j}")
+                       for j in range(1 + k % 2)] for k in range(count)]
+    return out + [[assistant_message(f"The value is 42 ({tag}).", item_id=f"msg_{tag}")]]
+
+
+def check_calls(calls: Sequence[ModelCall], question: str) -> None:
+    tokenizer = Tokenizer.for_model("gpt-4o")
+    for call in calls:
+        messages = [{"role": "system", "content": call.system_instructions}] + from_responses(call.input)
+        assert call.system_instructions == INSTRUCTIONS
+        assert check_history(messages) == [], messages
+        assert any(m["role"] == "user" and m["content"] == question for m in messages)
+        assert tokenizer.count_messages(messages) <= MAX_TOKENS
+
+
+def test_runs_with_session_and_filter_send_only_valid_inputs_that_fit(tmp_path: Any) -> None:
+    model = ScriptedModel(steps(8, "a") + steps(3, "b"))
+    agent = Agent(name="coder", instructions=INSTRUCTIONS, model=model, tools=[read_file])
+    inner = SQLiteSession("s1", str(tmp_path / "chats.db"))
+    session = ContextWindowSession(inner, model="gpt-4o", max_tokens=MAX_TOKENS)
+    config = RunConfig(call_model_input_filter=call_model_input_filter(model="gpt-4o", max_tokens=MAX_TOKENS))
+
+    async def run() -> None:
+        first = await Runner.run(agent, "What is the value in a7?", session=session, run_config=config)
+        assert first.final_output == "The value is 42 (a)."
+        second = await Runner.run(agent, "And in b2?", session=session, run_config=config)
+        assert second.final_output == "The value is 42 (b)."
+
+    asyncio.run(run())
+    calls = model.calls
+    assert len(calls) == 9 + 4
+    check_calls(calls[:9], "What is the value in a7?")
+    check_calls(calls[9:], "And in b2?")
+    # The inner session keeps every item; the wrapper returns a managed, valid, budgeted history.
+    everything = asyncio.run(inner.get_items())
+    managed = asyncio.run(session.get_items())
+    tokenizer = Tokenizer.for_model("gpt-4o")
+    assert tokenizer.count_messages(from_responses(everything)) > 2.5 * MAX_TOKENS
+    assert len(managed) < len(everything)
+    assert check_history(from_responses(managed)) == []
+    assert tokenizer.count_messages(from_responses(managed)) <= MAX_TOKENS
+    # Kept items are the session's own items, unchanged.
+    assert managed[-1] == everything[-1]
+
+
+def test_the_filter_alone_keeps_a_long_run_within_budget() -> None:
+    model = ScriptedModel(steps(10, "c"))
+    agent = Agent(name="coder", instructions=INSTRUCTIONS, model=model, tools=[read_file])
+    config = RunConfig(call_model_input_filter=call_model_input_filter(model="gpt-4o", max_tokens=MAX_TOKENS))
+    result = asyncio.run(Runner.run(agent, "Scan the c files.", run_config=config, max_turns=20))
+    assert result.final_output == "The value is 42 (c)."
+    check_calls(model.calls, "Scan the c files.")
+    # The last call carried the newest tool results verbatim.
+    last = model.calls[-1].input
+    assert last[-1]["type"] == "function_call_output" and last[-1]["call_id"] == "c_9_1"
+
+
+def test_bad_settings_fail_when_the_adapter_is_made() -> None:
+    from ctxwindow import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="unknown ContextWindow settings"):
+        call_model_input_filter(model="gpt-4o", max_tokens=MAX_TOKENS, bogus=1)
