@@ -177,7 +177,7 @@ def _prepare(part: Any, scores: Any, tokens: str | None, pinned: str | None, con
     if pinned is not None:
         column = scoring._bool_column(part[pinned], "pinned")
         assert column is not None
-        evictable &= ~column
+        evictable &= column == 0  # any non-zero byte is pinned
     if content_type is not None:
         codes = scoring._content_type_column(part[content_type])
         assert codes is not None
