@@ -20,14 +20,21 @@ __all__ = ["KEY_FACT_KINDS", "FidelityReport", "extract_key_facts", "key_fact_re
 
 KEY_FACT_KINDS = ("date", "number", "path", "identifier", "quoted", "error")
 
-_PATH = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+")
+# Starts only where a token starts and never backtracks into a run of name characters, so a long
+# run without a slash costs O(length), not O(length^2).
+_PATH = re.compile(r"(?<![\w.~/-])(?:~|\.{1,2})?/?(?:[\w.-]++/)+[\w.-]+")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,:]\d+)*(?![\w])")
 _IDENTIFIER = re.compile(
-    r"\b(?:[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{4,}"
+    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # e-mail addresses
+    r"|\b[A-Z][A-Z0-9]+-\d+\b"  # keys such as ABC-123
+    r"|\bv\d+(?:\.\d+){1,3}\b"  # versions such as v2.3.1
+    r"|\b(?:[A-Za-z]+_[A-Za-z0-9_]+|[a-z]+[A-Z][A-Za-z0-9]*|(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{4,}"
     r"|[A-Za-z]+\d+[A-Za-z0-9]*)\b")
-_QUOTED = re.compile(r"\"([^\"\n]{2,200})\"|(?<!\w)'([^'\n]{2,200})'(?!\w)|`([^`\n]{2,200})`")
+_QUOTED = re.compile(r"\"([^\"\n]{2,200})\"|(?<!\w)'([^'\n]{2,200})'(?!\w)|`([^`\n]{2,200})`"
+                     "|\u201c([^\u201d\n]{2,200})\u201d")
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{1,2}:\d{2}(?::\d{2})?\b")
-_ERROR = re.compile(r"\b(error|exception|traceback|failed|failure|fatal)\b", re.IGNORECASE)
+_ERROR = re.compile(r"\b(?:error|exception|traceback|failed|failure|fatal)\b|(?-i:[a-z](?:Error|Exception)\b)",
+                    re.IGNORECASE)
 
 
 def extract_key_facts(text: str) -> dict[str, list[str]]:

@@ -47,6 +47,7 @@ GOAL = "Goal:"
 REQUIRED_TIER = 1
 _ORIGINALS = re.compile(r"\n?\(originals: retrieval id [^)]*\)\s*$")
 _MAX_FACT_CHARS = 200
+_MAX_ID_CHARS = 48
 _WORDS = re.compile(r"\w+")
 _ONE_WORD = re.compile(r"\w+")
 _RETRIEVAL_ID = re.compile(r"ctx-[0-9a-f]{16}|^[0-9a-f]{16}$|retrieval id")
@@ -116,9 +117,9 @@ def _kept_split(content: str) -> tuple[str, str]:
     originals = _ORIGINALS.search(content)
     tail = originals.group(0).strip() if originals else ""
     body = content[: originals.start()] if originals else content
-    index = body.find("\n" + KEPT_FACTS)
-    if index >= 0:
-        body = body[:index]
+    cuts = [i for i in (body.find("\n" + GOAL), body.find("\n" + KEPT_FACTS)) if i >= 0]
+    if cuts:
+        body = body[:min(cuts)]
     return body.rstrip(), tail
 
 
@@ -170,8 +171,8 @@ class FidelityGate:
         for kind, values in extract_key_facts(text).items():
             for value in values:
                 value = value.strip()
-                if kind == "error" and len(value) > _MAX_FACT_CHARS:
-                    continue  # a long error line is kept by its identifiers and numbers
+                if len(value) > (_MAX_FACT_CHARS if kind in ("error", "quoted") else _MAX_ID_CHARS):
+                    continue  # a long error line is kept by its identifiers; a long blob is no fact
                 if value.startswith((KEPT_FACTS, GOAL)) or _RETRIEVAL_ID.search(value):
                     continue
                 facts.append(_Fact(value, tiers[kind], entry.seq, int(kind == "number")))
@@ -228,18 +229,21 @@ class FidelityGate:
         for fact in missing:
             line = f"{GOAL} {fact.value}" if fact.tier == 0 else fact.value
             tokens = self.count(line + "; ")
-            if used + tokens <= self.cap:
+            if used + tokens <= cap:
                 chosen.append(fact)
                 used += tokens
-        lost = [f for f in missing if f not in chosen]
+        kept_values = {f.value for f in chosen}
+        lost = [f for f in missing if f.value not in kept_values]
         required_lost = [f.value for f in lost if f.tier <= REQUIRED_TIER]
         if required_lost and not last_resort:
             self.refused.append(name)
             return [f"fidelity gate: {len(required_lost)} fact(s) the user wrote would be lost "
                     f"(e.g. {required_lost[0]!r})"]
+        before = list(state.entries)
         self._write(state, summary_index, chosen)
         if room is not None and state.total() > state.budget:
             lost, chosen = missing, []
+            state.entries = before  # a summary inserted just now goes too
             self._write(state, summary_index, chosen)
         self.outcome = GateOutcome(len(candidates), len(chosen), tuple(f.value for f in lost), tuple(self.refused))
         return []

@@ -26,9 +26,10 @@ A one-off task ("Book the 9 am flight") is not an instruction.
 A later instruction *supersedes* an earlier one on the same subject (it is then no longer shown
 as current; both stay listed in :attr:`StandingInstructions.history`): the same content with
 the opposite polarity ("Always ..." / "Never ..."), the same directive with one value changed
-("Reply in French" / "Reply in English", "I prefer aisle seats" / "I prefer window seats"), a
-near-duplicate (the newer wording wins), or an explicit retraction ("instead", "no longer",
-"anymore", "actually", "forget", "ignore", "disregard") that shares the subject. Pinned
+("Reply in French" / "Reply in English", "I prefer aisle seats" / "I prefer window seats": one
+word against one word, in an "in"/"as" frame or a preference), a near-duplicate (the newer
+wording wins), or an explicit retraction ("instead", "no longer", "anymore", "actually",
+"forget", "ignore", "disregard") that shares most of the subject. Pinned
 instructions are never superseded.
 """
 
@@ -119,6 +120,7 @@ _FUNCTION_WORDS = frozenset(
     "don't dont can't cannot won't i'd i'm i'll you'll you're we're it's let's also first now going forward "
     "rest time times instead longer anymore actually".split())
 _SINGLE_VALUED_PREPOSITIONS = frozenset(("in", "as"))
+_PREFERENCE_VERBS = frozenset(("prefer", "like", "love", "want", "hate", "dislike", "rather"))
 
 
 def split_sentences(text: str) -> list[str]:
@@ -235,12 +237,13 @@ def _supersedes(a: _Signature, retraction: bool, b: _Signature) -> bool:
         return True  # a near-duplicate or the opposite rule on the very same subject
     if jaccard >= 0.5 and a.negative != b.negative:
         return True
-    if a.verb is not None and a.verb == b.verb:
+    one_value_changed = len(a.content - b.content) == 1 and len(b.content - a.content) == 1
+    if a.verb is not None and a.verb == b.verb and one_value_changed:
         if a.preposition is not None and a.preposition == b.preposition:
             return True  # "reply in X" / "reply in Y", "address me as X" / "... as Y"
-        if len(a.content - b.content) == 1 and len(b.content - a.content) == 1 and len(shared) >= 2:
-            return True  # one value changed
-    return retraction and len(shared - {a.verb}) >= 1 and jaccard >= 0.25
+        if a.verb in _PREFERENCE_VERBS and len(shared) >= 2:
+            return True  # "I prefer aisle seats" / "I prefer window seats"
+    return retraction and len(shared - {a.verb}) >= 1 and jaccard >= 0.5
 
 
 @functools.lru_cache(maxsize=8192)
@@ -292,8 +295,8 @@ class StandingInstructions:
             seq: int | None = None) -> Instruction | None:
         """Adds an instruction (verbatim, whitespace trimmed); returns it, or None when an
         identical current one exists. Earlier instructions it supersedes are marked so."""
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidTypeError("an instruction's text must be a non-empty str")
+        if not isinstance(text, str) or not _WORD.search(text.lower()):
+            raise InvalidTypeError("an instruction's text must be a str with at least one word")
         if not isinstance(pinned, bool):
             raise InvalidTypeError(f"pinned must be a bool, not {type(pinned).__name__}")
         text = " ".join(text.split())
@@ -338,6 +341,8 @@ class StandingInstructions:
     def pin(self, instruction_id: int, pinned: bool = True) -> Instruction:
         """Pins (or unpins) a current instruction: pinned ones are always carried and never
         superseded."""
+        if not isinstance(pinned, bool):
+            raise InvalidTypeError(f"pinned must be a bool, not {type(pinned).__name__}")
         instruction = self._get(instruction_id)
         if not instruction.current:
             raise InvalidArgumentError(f"instruction {instruction_id} was superseded by "
@@ -394,7 +399,9 @@ class StandingInstructions:
             superseded, seq = item.get("superseded_by"), item.get("seq")
             if (not isinstance(item.get("text"), str) or not item["text"].strip()
                     or any(v is not None and (isinstance(v, bool) or not isinstance(v, int)) for v in (superseded, seq))
-                    or (superseded is not None and not 0 <= superseded < len(items))):
+                    or (superseded is not None and not 0 <= superseded < len(items))
+                    or isinstance(item.get("turn", 0), bool) or not isinstance(item.get("turn", 0), int)
+                    or not isinstance(item.get("pinned", False), bool)):
                 raise InvalidArgumentError(f"instruction {index} of the state is malformed")
             history.append(Instruction(index, item["text"], int(item.get("turn", 0)), bool(item.get("pinned", False)),
                                        str(item.get("source", "user")), superseded, seq))
