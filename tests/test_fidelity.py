@@ -347,6 +347,7 @@ def test_pin_and_restore_refuse_malformed_values() -> None:
     with pytest.raises(InvalidTypeError):
         window.add_instruction("!!!")
     state = window.checkpoint("goal")
+    assert state.window_state is not None
     state.window_state["instructions"][0]["turn"] = "abc"
     with pytest.raises(InvalidArgumentError):
         ContextWindow("gpt-4o", max_tokens=600, system="sys").restore(state)
