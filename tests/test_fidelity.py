@@ -288,7 +288,7 @@ def test_the_health_monitor_reports_the_gate() -> None:
     assert snapshot.fidelity == last.gate.score and snapshot.facts_lost == len(last.gate.lost)
 
 
-# --- regressions found in review ---------------------------------------------------------------
+# --- regressions ---------------------------------------------------------------------------------
 
 
 def _order(o: str, z: str, u: str, n: int, extra: str = "") -> dict[str, str]:
