@@ -187,6 +187,20 @@ def _check_session(session_id: str) -> str:
     return session_id
 
 
+def _group_documents(groups: Sequence[Sequence[Message]]) -> list[list[str]]:
+    """The JSON text of each message of each group to archive; :class:`InvalidTypeError` when a
+    message is not a JSON-serializable dict."""
+    documents = []
+    for group in groups:
+        if not all(isinstance(m, dict) for m in group):
+            raise InvalidTypeError("an archive stores message dicts")
+        try:
+            documents.append([json.dumps(m, ensure_ascii=False) for m in group])
+        except (TypeError, ValueError) as error:
+            raise InvalidTypeError(f"an archived message must be JSON-serializable: {error}") from None
+    return documents
+
+
 # --- the versioning rule, shared by the stores ---------------------------------------------
 
 
@@ -619,14 +633,7 @@ class SQLiteCheckpointStore:
         (:func:`ctxwindow.archive.retrieval_id`) and the id of its first message row,
         ``f"{session_id}:{position}"``. A group the session holds already is not stored again."""
         _check_session(session_id)
-        documents = []
-        for group in groups:
-            if not all(isinstance(m, dict) for m in group):
-                raise InvalidTypeError("an archive stores message dicts")
-            try:
-                documents.append([json.dumps(m, ensure_ascii=False) for m in group])
-            except (TypeError, ValueError) as error:
-                raise InvalidTypeError(f"an archived message must be JSON-serializable: {error}") from None
+        documents = _group_documents(groups)
         ids = []
         with self._connect() as connection, _transaction(connection, "BEGIN IMMEDIATE"):
             position = connection.execute("SELECT COALESCE(MAX(position), 0) FROM archive WHERE session_id = ?",
@@ -1094,14 +1101,7 @@ class PostgresCheckpointStore:
         (:func:`ctxwindow.archive.retrieval_id`) and the id of its first message row,
         ``f"{session_id}:{position}"``. A group the session holds already is not stored again."""
         _check_session(session_id)
-        documents = []
-        for group in groups:
-            if not all(isinstance(m, dict) for m in group):
-                raise InvalidTypeError("an archive stores message dicts")
-            try:
-                documents.append([json.dumps(m, ensure_ascii=False).encode() for m in group])
-            except (TypeError, ValueError) as error:
-                raise InvalidTypeError(f"an archived message must be JSON-serializable: {error}") from None
+        documents = [[text.encode() for text in group] for group in _group_documents(groups)]
 
         def body(connection: _Connection) -> list[tuple[str, str]]:
             self._lock_session(connection, "archive", session_id)

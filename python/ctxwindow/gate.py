@@ -259,7 +259,8 @@ class FidelityGate:
         if summary_index is None:
             if not section:
                 return
-            replaced = [e for e in self.entries if id(e.message) not in {id(x.message) for x in state.entries}]
+            planned = {id(x.message) for x in state.entries}
+            replaced = [e for e in self.entries if id(e.message) not in planned]
             first_seq = min((e.seq for e in replaced), default=None)
             position = next((i for i, e in enumerate(state.entries) if first_seq is not None and e.seq > first_seq),
                             len(state.entries))
