@@ -35,6 +35,7 @@ from ctxwindow.errors import (
 from ctxwindow.window import CompactionResult, ContextWindow, Usage
 from ctxwindow.gate import GateOutcome
 from ctxwindow.instructions import Instruction, StandingInstructions
+from ctxwindow.recall import Recall, RecallHit
 from ctxwindow.tokenizer import (
     CallableTokenizer,
     HeuristicTokenizer,
@@ -53,6 +54,8 @@ __all__ = [
     "GateOutcome",
     "Instruction",
     "StandingInstructions",
+    "Recall",
+    "RecallHit",
     "TokenHistory",
     "HistorySnapshot",
     "Tokenizer",

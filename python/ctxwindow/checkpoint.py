@@ -663,6 +663,12 @@ class SQLiteCheckpointStore:
         with self._connect() as connection:
             return _group(connection, session_id, group_id)
 
+    def _list_groups(self, session_id: str) -> list[tuple[str, list[Message]]]:
+        with self._connect() as connection:
+            rows = connection.execute("SELECT group_id, message FROM archive WHERE session_id = ? ORDER BY position",
+                                      (session_id,)).fetchall()
+        return _consecutive_groups((group_id, json.loads(message)) for group_id, message in rows)
+
     def _search_groups(self, session_id: str, query: str, limit: int) -> list[tuple[str, list[Message]]]:
         expression = _match_expression(query, limit, " OR ")
         if not expression:
@@ -720,6 +726,8 @@ class _GroupStore(Protocol):
 
     def _search_groups(self, session_id: str, query: str, limit: int) -> list[tuple[str, list[Message]]]: ...
 
+    def _list_groups(self, session_id: str) -> list[tuple[str, list[Message]]]: ...
+
 
 class _StoreArchive:
     """One session's part of a store's archive, implementing
@@ -745,6 +753,10 @@ class _StoreArchive:
         """``(retrieval_id, messages)`` of the groups matching ``query``, best first."""
         return self.store._search_groups(self.session_id, query, limit)
 
+    def groups(self) -> list[tuple[str, list[Message]]]:
+        """Every group of this session, ``(retrieval_id, messages)``, oldest stored first."""
+        return self.store._list_groups(self.session_id)
+
 
 class SQLiteArchive(_StoreArchive):
     """One session's part of a :class:`SQLiteCheckpointStore`'s archive, implementing
@@ -758,6 +770,17 @@ class SQLiteArchive(_StoreArchive):
 
     def __init__(self, store: SQLiteCheckpointStore, session_id: str) -> None:
         super().__init__(store, session_id)
+
+
+def _consecutive_groups(rows: Iterable[tuple[str, Message]]) -> list[tuple[str, list[Message]]]:
+    """``(group_id, message)`` rows in position order, gathered into groups."""
+    groups: list[tuple[str, list[Message]]] = []
+    for group_id, message in rows:
+        if groups and groups[-1][0] == group_id:
+            groups[-1][1].append(message)
+        else:
+            groups.append((group_id, [message]))
+    return groups
 
 
 def _group(connection: sqlite3.Connection, session_id: str, group_id: str) -> list[Message] | None:
@@ -1130,6 +1153,12 @@ class PostgresCheckpointStore:
             return ids
 
         return self._run(body)
+
+    def _list_groups(self, session_id: str) -> list[tuple[str, list[Message]]]:
+        rows = self._run(lambda connection: connection.execute(
+            "SELECT group_id, message FROM ctxwindow_archive WHERE session_id = %s ORDER BY position",
+            (session_id,)).fetchall())
+        return _consecutive_groups((str(group_id), json.loads(bytes(message))) for group_id, message in rows)
 
     @staticmethod
     def _group(connection: _Connection, session_id: str, group_id: str) -> list[Message] | None:

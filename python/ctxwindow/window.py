@@ -78,6 +78,7 @@ from ctxwindow.messages import (
     validate_message,
 )
 from ctxwindow.sync import MessageLike, as_message, sync_window
+from ctxwindow.recall import Recall, parse_recall_arguments, render_group
 from ctxwindow.pressure import PressureMonitor, PressureReading
 from ctxwindow.state import WindowState, entry_from_dict, entry_to_dict
 from ctxwindow.strategies import Cascade, Entry, Notes
@@ -94,7 +95,7 @@ T = TypeVar("T")
 
 _CALLBACKS = tuple(name for name in EVENTS if name not in ("on_evict", "on_compact"))
 _MORE = {"context", "profile", "raise_callback_errors", "notes", "archive", "instructions", "fidelity_gate",
-         *_CALLBACKS}
+         "recall", *_CALLBACKS}
 #: How many summarizer calls one async operation awaits at most (each is awaited once).
 _MAX_AWAITS = 64
 
@@ -136,17 +137,22 @@ class _Overhead:
     instructions_reserve: int = 0
     #: The block with every instruction in force (what the fidelity gate counts as present).
     instructions_text: str = ""
+    #: The recall block (archived messages brought back for the latest user message).
+    recall: Message | None = None
+    recall_tokens: int = 0
+    #: The tokens a full recall block would add (compactions plan for it).
+    recall_reserve: int = 0
 
     @property
     def tokens(self) -> int:
         """Reply priming (3) plus everything above."""
         return (3 + self.system_tokens + self.context_tokens + self.notes_tokens + self.tool_tokens
-                + self.instructions_tokens)
+                + self.instructions_tokens + self.recall_tokens)
 
     @property
     def messages(self) -> list[Message]:
         """The system messages sent before the conversation, in order."""
-        return [m for m in (self.system, self.instructions, self.context, self.notes) if m is not None]
+        return [m for m in (self.system, self.instructions, self.context, self.notes, self.recall) if m is not None]
 
 
 class ContextWindow:
@@ -242,14 +248,26 @@ class ContextWindow:
         self._held: set[int] = set()
         #: Groups archived by the plans applied in the current operation, written at its end.
         self._archived: dict[str, list[Message]] = {}
+        recall = more.get("recall")
+        if recall is not None and not isinstance(recall, Recall):
+            raise InvalidTypeError(f"recall must be a ctxwindow.Recall, not {type(recall).__name__}")
+        #: Brings evicted messages back when a user message needs them (None: off).
+        self.recall: Recall | None = recall
+        #: Groups evicted in the current operation, for the recall archive: (messages, seq, turn).
+        self._recall_pending: list[tuple[list[Message], int | None, int | None]] = []
+        #: The user message whose recall block is to be made at the end of this operation.
+        self._recall_query: str | None = None
         overhead = self._with_system(_Overhead(), system)
         overhead = self._with_context(overhead, more.get("context"))
         overhead = self._with_tools(overhead, tools)
+        if recall is not None:
+            overhead = replace(overhead, recall_reserve=recall.max_tokens)
         self._overheads = self._with_instructions(self._with_notes(overhead))
-        needed = self._overheads.tokens + self._placeholder_tokens
+        needed = self._overheads.tokens + self._overheads.recall_reserve + self._placeholder_tokens
         if needed > self.prompt_budget:
             raise ContextOverflowError(needed, self.prompt_budget,
-                                       "the system prompt, context and tool definitions alone")
+                                       "the system prompt, context and tool definitions alone"
+                                       + (" with room for recall's max_tokens" if recall is not None else ""))
 
     # --- configuration -------------------------------------------------------------------
 
@@ -382,10 +400,14 @@ class ContextWindow:
         placeholder = self._placeholder_tokens if first is not None and first != "user" else 0
         return self._overheads.tokens + self._store.tokens + placeholder
 
-    def _limits(self, target: float) -> Limits:
+    def _limits(self, target: float, recall_room: bool = True) -> Limits:
+        """The limits of a compaction; with ``recall_room``, room is kept for a full recall
+        block (recall yields it when the protected content needs it)."""
         budget = self.prompt_budget
         overheads = self._overheads
-        return Limits(overheads.tokens + overheads.instructions_reserve + self._placeholder_tokens,
+        reserve = overheads.recall_reserve if recall_room else -overheads.recall_tokens
+        return Limits(overheads.tokens + overheads.instructions_reserve + reserve
+                      + self._placeholder_tokens,
                       math.floor(budget / self._calibration), math.floor(target * budget / self._calibration),
                       budget, self._calibration, self.preserve_recent)
 
@@ -405,7 +427,7 @@ class ContextWindow:
             "tool_definitions": overheads.tool_tokens,
             "message_history": history - self._store.tool_tokens,
             "tool_results": self._store.tool_tokens,
-            "memory_injection": 0,
+            "memory_injection": overheads.recall_tokens,
             "output_reserved": self.reserve_output,
         }
         reading = self.pressure.last
@@ -426,6 +448,7 @@ class ContextWindow:
         budget.set_used("tool_definitions", overheads.tool_tokens)
         budget.set_used("message_history", self._store.tokens - self._store.tool_tokens)
         budget.set_used("tool_results", self._store.tool_tokens)
+        budget.set_used("memory_injection", overheads.recall_tokens)
         return budget
 
     def record_usage(self, prompt_tokens: int, completion_tokens: int | None = None) -> None:
@@ -466,12 +489,20 @@ class ContextWindow:
                  self.standing_instructions.snapshot(), self._held)
         after, self._after = self._after, []
         self._archived = {}
+        recall_mark = self.recall._mark() if self.recall is not None else None
+        self._recall_pending, self._recall_query = [], None
         try:
             result = body()
-            # Last step: the originals the applied plans archived (nothing was stored before).
+            # Last steps: the originals the applied plans archived (nothing was stored before),
+            # then what recall archives and brings back.
             if self._archived:
                 put_groups(self.archive, self._archived)
+            if self.recall is not None:
+                self._refresh_recall(self.recall)
         except BaseException as error:
+            if self.recall is not None and recall_mark is not None:
+                self.recall._rollback(recall_mark)
+            self._recall_pending, self._recall_query = [], None
             self._store.rollback(savepoint)
             (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
              self.last_compaction, self._overheads, notes, self.settings, instructions, self._held) = saved
@@ -580,6 +611,8 @@ class ContextWindow:
             self._check_pending()
         elif self._over(self.trigger):
             self._compact("trigger", self.target)
+        if message["role"] == "user" and self.recall is not None:
+            self._recall_query = text_of(message)
         role = message["role"]
         turn = self._store.turn
         if role == "user":
@@ -601,7 +634,7 @@ class ContextWindow:
 
     def _check_pending(self) -> None:
         """A held-back group must fit next to the protected content once complete."""
-        limits = self._limits(1.0)
+        limits = self._limits(1.0, recall_room=False)
         pending = self._store.pending_tokens
         if self._total() + self._placeholder_tokens + pending <= limits.budget:
             return  # everything fits, protected content a fortiori
@@ -662,9 +695,22 @@ class ContextWindow:
             overheads = self._overheads
             gate = GateSettings(overhead_text([*overheads.messages, {"content": overheads.instructions_text}],
                                               overheads.tools), self.tokenizer.count)
-        plan = plan_compaction(self._store, self.cascade, limits, self.tokenizer.count_message, self.archive,
-                               answers=self._answers, awaiting=self._awaiting, gate=gate)
-        evicted = [e.original or e.message for e in apply_plan(self._store, plan) if e.kind == "message"]
+        try:
+            plan = plan_compaction(self._store, self.cascade, limits, self.tokenizer.count_message, self.archive,
+                                   answers=self._answers, awaiting=self._awaiting, gate=gate)
+        except ContextOverflowError:
+            if not self._overheads.recall_reserve and not self._overheads.recall_tokens:
+                raise
+            # Recall yields its room to the protected content: plan without the block; the
+            # next block gets the room that is left.
+            self._overheads = replace(self._overheads, recall=None, recall_tokens=0, recall_reserve=0)
+            limits = self._limits(target)
+            plan = plan_compaction(self._store, self.cascade, limits, self.tokenizer.count_message, self.archive,
+                                   answers=self._answers, awaiting=self._awaiting, gate=gate)
+        removed = apply_plan(self._store, plan)
+        evicted = [e.original or e.message for e in removed if e.kind == "message"]
+        if self.recall is not None:
+            self._recall_evicted(removed, plan.archived)
         if self._held:
             if plan.entries is None:  # a front cut: what it evicted is gone
                 self._held = self._held - {e.seq for e in plan.evicted}
@@ -816,6 +862,8 @@ class ContextWindow:
         settings = replace(self.settings, reserve_output=state.reserve_output)
         overhead = self._with_tools(self._with_context(self._with_system(_Overhead(), state.system),
                                                        state.context), state.tools)
+        if self.recall is not None:  # the block is made again at the next user message
+            overhead = replace(overhead, recall_reserve=self.recall.max_tokens)
         try:
             entries = [entry(e) for e in state.entries]
             pending = [entry(e) for e in state.pending]
@@ -843,6 +891,12 @@ class ContextWindow:
             self._held = self._held_sources(entries)
             self._overheads = self._with_instructions(self._with_notes(overhead))
             self._calibration = state.calibration
+            if self.recall is not None:
+                groups: dict[int, list[Message]] = {}
+                for e in entries:
+                    if e.kind == "message" and e.original is None:
+                        groups.setdefault(e.group, []).append(e.message)
+                self.recall._restored_window(groups.values())
             self._fit()
             if state.archive is not None and isinstance(self.archive, Archive):
                 self.archive.restore(state.archive)  # last: it cannot fail
@@ -871,6 +925,77 @@ class ContextWindow:
     def retrieve(self, retrieval_id: str) -> list[Message] | None:
         """The original messages behind a placeholder's retrieval id, or None."""
         return self.archive.get(retrieval_id)
+
+    # --- recall ----------------------------------------------------------------------------
+
+    def _recall_evicted(self, removed: Iterable[Entry], archived: Mapping[str, list[Message]]) -> None:
+        """Queues what a compaction took out of the conversation for the recall archive: the
+        evicted groups (originals of rewritten messages) and the originals it archived."""
+        groups: dict[int, tuple[list[Message], int, int]] = {}
+        for e in removed:
+            if e.kind != "message":
+                continue
+            if e.group in groups:
+                groups[e.group][0].append(e.original or e.message)
+            else:
+                groups[e.group] = ([e.original or e.message], e.seq, e.turn)
+        self._recall_pending.extend(groups.values())
+        self._recall_pending.extend((list(group), None, None) for group in archived.values())
+
+    def _present_seqs(self) -> set[int]:
+        return {e.seq for e in self._store.entries() if e.kind == "message" and e.original is None}
+
+    def _refresh_recall(self, recall: Recall) -> None:
+        """The last step of an operation: archive what it evicted and, when it added a user
+        message, make the recall block for it (within the reserve compactions kept for it)."""
+        if self._recall_pending:
+            pending, self._recall_pending = self._recall_pending, []
+            recall.ingest(pending)
+        query, self._recall_query = self._recall_query, None
+        if query is None:
+            return
+        present: set[int] | None = None
+
+        def in_window(seq: int | None, rid: str) -> bool:
+            nonlocal present
+            if seq is None:
+                return False
+            if present is None:
+                present = self._present_seqs()
+            return seq in present
+
+        overheads = self._overheads
+        room = math.floor(self.prompt_budget / self._calibration) - (self._total() - overheads.recall_tokens)
+        limit = min(recall.max_tokens, room)
+        message, tokens, _ = recall.block(query, self.tokenizer.count, self.tokenizer.count_message, in_window,
+                                          limit)
+        self._overheads = replace(overheads, recall=message, recall_tokens=tokens,
+                                  recall_reserve=recall.max_tokens - tokens)
+
+    def handle_recall_call(self, arguments: str | Mapping[str, Any]) -> str:
+        """Answers the model's call of the :meth:`Recall.tool_schema` tool. ``arguments`` is
+        the call's JSON text (or a mapping): ``{"query": "..."}`` returns the best archived
+        groups (each under its retrieval id) not in the window now, ``{"id": "ctx-..."}`` the
+        group with that retrieval id (recall's archive, then the placeholders' archive).
+        Malformed arguments raise :class:`InvalidArgumentError` saying what is wrong (return its
+        message to the model); the window does not change."""
+        query, rid = parse_recall_arguments(arguments)
+        if rid is not None:
+            group = self.recall.get(rid) if self.recall is not None else None
+            if group is None:
+                group = self.archive.get(rid)
+            if group is None:
+                return f"No archived messages with id {rid}."
+            return f"--- {rid}\n{render_group(group)}"
+        assert query is not None
+        if self.recall is None:
+            raise InvalidArgumentError("this window has no recall archive to search: pass recall=Recall(...)")
+        present = self._present_seqs()
+        lines = [f"--- {hit.retrieval_id}\n{render_group(hit.messages)}"
+                 for hit in self.recall._hits(query, self.recall.k, lambda seq: seq is not None and seq in present)]
+        if not lines:
+            return f"Nothing archived matches {query!r}."
+        return "\n".join(lines)
 
     def pressure_reading(self) -> PressureReading | None:
         """The latest pressure reading."""

@@ -31,6 +31,7 @@ pub mod chat;
 mod error;
 pub mod history;
 pub mod image;
+pub mod lexical;
 pub mod score;
 pub mod select;
 pub mod tokenize;

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod errors;
 mod history;
+mod lexical;
 mod messages;
 mod scoring;
 mod tokenizer;
@@ -15,6 +16,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<history::PyTokenHistory>()?;
     m.add_class::<history::PySnapshot>()?;
     m.add_class::<tokenizer::PyTokenizer>()?;
+    m.add_class::<lexical::PyBm25Index>()?;
     m.add_class::<tokenizer::PyHeuristicTokenizer>()?;
     m.add_class::<tokenizer::PyCallableTokenizer>()?;
     m.add_function(wrap_pyfunction!(tokenizer::encoding_names, m)?)?;

@@ -1,0 +1,245 @@
+"""Recall on LongMemEval: is the evidence in the prompt when the question is asked?
+
+Each of the 64 questions' histories (41-55 sessions, about 115k tokens) is replayed into windows
+of 4k, 8k and 16k tokens; then the question is added as the newest user message and we look at
+``messages()``:
+
+- **turn presence**: the share of questions all of whose evidence turns (``has_answer``) are in
+  the prompt verbatim (as a conversation message or inside the recall block);
+- **session presence**: the share of questions each of whose answer sessions has at least one
+  turn in the prompt;
+- **precision**: the share of the recall block's tokens that belong to evidence turns (and,
+  looser, to answer sessions);
+- abstention questions (the answer was never said): how many tokens recall injects.
+
+Configurations: FIFO (no strategies), FIFO + recall, and the default cascade + recall. Recall's
+``max_tokens`` is a quarter of the prompt budget. The settings of recall (``min_overlap``, ``k``,
+the block share, fusion) were chosen on the even-numbered questions; the figures that count are
+those of the odd-numbered ones (``held-out``), shown next to all 64. The oracle file (evidence
+sessions only) is the control: a window large enough for it keeps 100%.
+
+Second part: the cost of recall per user message at 10^3, 10^4 and 10^5 archived messages
+(median and p99), and of the same turn without recall.
+
+    python benches/bench_recall.py            # everything (~10 min)
+    python benches/bench_recall.py --quick    # 16 questions, 8k only
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+
+from _common import RESULTS, SHARED_DATA, machine  # noqa: E402
+
+from ctxwindow import ContextOverflowError, ContextWindow, Recall  # noqa: E402
+from ctxwindow.recall import RECALL_HEADER  # noqa: E402
+
+DATA = SHARED_DATA / "longmemeval"
+SIZES = (4_000, 8_000, 16_000)
+RECALL_SHARE = 0.25
+
+
+def load(name: str) -> list[dict[str, Any]]:
+    with gzip.open(DATA / name, "rt", encoding="utf-8") as handle:
+        data: list[dict[str, Any]] = json.load(handle)
+    return data
+
+
+def kind(question: dict[str, Any]) -> str:
+    return "abstention" if str(question["question_id"]).endswith("_abs") else str(question["question_type"])
+
+
+def make_window(config: str, size: int, **recall_settings: Any) -> ContextWindow:
+    budget = size - 500
+    recall = Recall(max_tokens=int(budget * RECALL_SHARE), **recall_settings) if "recall" in config else None
+    strategies: list[Any] | None = [] if config.startswith("fifo") else None
+    return ContextWindow("gpt-4o", max_tokens=size, reserve_output=500, strategies=strategies, recall=recall,
+                         preserve_recent=2,
+                         instructions=False, fidelity_gate=config.startswith("fifo") is False)
+
+
+def evaluate(question: dict[str, Any], window: ContextWindow) -> dict[str, Any]:
+    """Replays the history, asks the question, and measures presence and precision."""
+    sessions = question["haystack_sessions"]
+    refused = 0
+    for session in sessions:
+        for turn in session:
+            try:
+                window.add({"role": turn["role"], "content": turn["content"]})
+            except ContextOverflowError:  # one message larger than the window: left out, as an agent must
+                refused += 1
+    window.add({"role": "user", "content": question["question"]})
+    messages = window.messages()
+    conversation = {m["content"] for m in messages if m["role"] != "system"}
+    block = next((m["content"] for m in messages if m["role"] == "system"
+                  and str(m["content"]).startswith(RECALL_HEADER)), "")
+
+    def present(content: str) -> bool:
+        return content in conversation or (bool(block) and content in block)
+
+    answer_sessions = set()
+    for index, session in enumerate(sessions):
+        if any(t.get("has_answer") for t in session) or question["haystack_session_ids"][index] in set(
+                question["answer_session_ids"]):
+            answer_sessions.add(index)
+    evidence = [t["content"] for s in sessions for t in s if t.get("has_answer")]
+    turns_ok = all(present(c) for c in evidence) if evidence else None
+    sessions_ok = all(any(present(t["content"]) for t in sessions[i]) for i in answer_sessions) \
+        if answer_sessions else None
+    block_tokens = window.usage.by_component["memory_injection"]
+    evidence_tokens = session_tokens = 0
+    if block:
+        count = window.tokenizer.count
+        evidence_tokens = sum(count(c) for c in set(evidence) if c in block)
+        session_tokens = sum(count(t["content"]) for i in answer_sessions for t in sessions[i]
+                             if t["content"] in block)
+    return {"turns": turns_ok, "sessions": sessions_ok, "block_tokens": block_tokens,
+            "evidence_tokens": evidence_tokens, "session_tokens": session_tokens,
+            "within_budget": window.usage.total <= window.usage.budget, "refused": refused}
+
+
+def summarize(rows: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for k, row in rows:
+        by_kind[k].append(row)
+        by_kind["overall"].append(row)
+
+    def share(values: list[bool | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return sum(known) / len(known) if known else None
+
+    out: dict[str, Any] = {}
+    for k, items in sorted(by_kind.items()):
+        answered = [r for r in items]
+        injected = sum(r["block_tokens"] for r in answered)
+        out[k] = {
+            "questions": len(items),
+            "turns": share([r["turns"] for r in items]),
+            "sessions": share([r["sessions"] for r in items]),
+            "precision_turns": sum(r["evidence_tokens"] for r in answered) / injected if injected else None,
+            "precision_sessions": sum(r["session_tokens"] for r in answered) / injected if injected else None,
+            "injected_tokens_mean": injected / len(items),
+            "within_budget": all(r["within_budget"] for r in items),
+            "refused_messages": sum(r["refused"] for r in items),
+        }
+    return out
+
+
+def presence(questions: list[dict[str, Any]], sizes: tuple[int, ...], configs: tuple[str, ...],
+             recall_settings: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for size in sizes:
+        for config in configs:
+            started = time.perf_counter()
+            rows = {"all": [], "held_out": [], "tuning": []}  # type: dict[str, list[tuple[str, dict[str, Any]]]]
+            for position, question in enumerate(questions):
+                row = evaluate(question, make_window(config, size, **(recall_settings if "recall" in config else {})))
+                rows["all"].append((kind(question), row))
+                rows["held_out" if position % 2 else "tuning"].append((kind(question), row))
+            results[f"{size}/{config}"] = {part: summarize(r) for part, r in rows.items()}
+            overall = results[f"{size}/{config}"]["all"]["overall"]
+            log(f"{size:>6} {config:<16} turns {overall['turns']:.1%} sessions {overall['sessions']:.1%} "
+                f"({time.perf_counter() - started:.0f} s)")
+    return results
+
+
+def oracle_control(log: Callable[[str], None]) -> dict[str, Any]:
+    questions = load("longmemeval_oracle_subset.json.gz")
+    rows = [(kind(q), evaluate(q, make_window("fifo", 64_000))) for q in questions]
+    result = summarize(rows)["overall"]
+    log(f"oracle control at 64k, FIFO: turns {result['turns']:.1%} sessions {result['sessions']:.1%}")
+    return result
+
+
+def cost(log: Callable[[str], None]) -> dict[str, Any]:
+    """Per user message: the window's add with and without recall, at 10^3..10^5 archived."""
+    questions = load("longmemeval_s_subset.json.gz")
+    turns = [{"role": t["role"], "content": t["content"]} for q in questions for s in q["haystack_sessions"] for t in s]
+    queries = [q["question"] for q in questions]
+    out: dict[str, Any] = {}
+    for archived in (1_000, 10_000, 100_000):
+        recall = Recall(max_tokens=1_875)
+        groups = [([turns[i % len(turns)] | {"content": f"{turns[i % len(turns)]['content']} #{i}"}], i, i)
+                  for i in range(archived)]
+        recall.ingest(groups)
+        window = ContextWindow("gpt-4o", max_tokens=8_000, reserve_output=500, strategies=[], recall=recall,
+                               instructions=False)
+        plain = ContextWindow("gpt-4o", max_tokens=8_000, reserve_output=500, strategies=[], instructions=False)
+        timings: dict[str, list[float]] = {"recall": [], "plain": []}
+        for round_ in range(400):
+            query = queries[round_ % len(queries)]
+            for name, target in (("recall", window), ("plain", plain)):
+                started = time.perf_counter()
+                target.add({"role": "user", "content": query})
+                timings[name].append(time.perf_counter() - started)
+                target.add({"role": "assistant", "content": "ok"})
+        row = {}
+        for name, values in timings.items():
+            values.sort()
+            row[name] = {"median_ms": statistics.median(values) * 1e3, "p99_ms": values[int(0.99 * len(values))] * 1e3}
+        row["recall_only_median_ms"] = row["recall"]["median_ms"] - row["plain"]["median_ms"]
+        out[str(archived)] = row
+        log(f"{archived:>7} archived: add with recall median {row['recall']['median_ms']:.3f} ms "
+            f"p99 {row['recall']['p99_ms']:.3f} ms; without {row['plain']['median_ms']:.3f} ms")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-cost", action="store_true")
+    parser.add_argument("--configs", default="fifo,fifo+recall,cascade+recall")
+    parser.add_argument("--min-overlap", type=float, default=None)
+    parser.add_argument("--k", type=int, default=None)
+    parser.add_argument("--candidates", type=int, default=None)
+    parser.add_argument("--no-neighbours", action="store_true")
+    parser.add_argument("--part", choices=("all", "tuning", "held_out"), default="all")
+    args = parser.parse_args()
+    lines: list[str] = []
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    questions = load("longmemeval_s_subset.json.gz")
+    if args.part != "all":
+        questions = [q for i, q in enumerate(questions) if (i % 2 == 1) == (args.part == "held_out")]
+    if args.quick:
+        questions = questions[:16]
+    settings: dict[str, Any] = {}
+    if args.min_overlap is not None:
+        settings["min_overlap"] = args.min_overlap
+    if args.k is not None:
+        settings["k"] = args.k
+    if args.candidates is not None:
+        settings["candidates"] = args.candidates
+    if args.no_neighbours:
+        settings["neighbours"] = False
+    sizes = (8_000,) if args.quick else SIZES
+    configs = tuple(args.configs.split(","))
+    log(f"machine: {machine()}")
+    report: dict[str, Any] = {"machine": machine(), "settings": settings, "recall_share": RECALL_SHARE,
+                              "presence": presence(questions, sizes, configs, settings, log)}
+    if not args.quick and args.part == "all":
+        report["oracle"] = oracle_control(log)
+        if not args.no_cost:
+            report["cost"] = cost(log)
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "recall.json").write_text(json.dumps(report, indent=1))
+        (RESULTS / "recall.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,477 @@
+"""Recall: messages that left the window come back when the conversation needs them.
+
+``ContextWindow(..., recall=Recall(max_tokens=1_500))`` archives every message the window evicts
+or replaces (whole tool-call groups), and when a user message is added, searches that archive
+with the message's text and injects the most relevant groups as one system message after the
+system prompt, standing instructions, context and notes, and before the conversation. The block
+is counted in ``usage.by_component["memory_injection"]`` and in the budget: compactions always
+leave room for ``max_tokens`` of recall, so a block never pushes the prompt over the budget.
+
+What comes back:
+
+- whole groups only (a tool call with its results), rendered as text inside the block, so the
+  conversation stays valid for every provider;
+- at most ``k`` groups that matched the query, each with its neighbours when they are the
+  question it answers or the answer it got, as long as everything fits ``max_tokens``; in the
+  order they were said, each under its retrieval id;
+- never a group whose messages are in the window verbatim;
+- the block changes only when a user message is added (a tool loop's calls keep the same
+  prefix, so a provider's prompt cache survives them).
+
+Relevance: Okapi BM25 over the groups' words (:class:`ctxwindow._native.Bm25Index`; SQLite's
+FTS5 when the archive lives in a :class:`~ctxwindow.checkpoint.SQLiteCheckpointStore`) chooses
+``candidates`` groups; they are ranked by reciprocal-rank fusion of the BM25 rank and the cosine
+similarity of an embedding (the native hashed bag-of-pieces embedding,
+:meth:`Tokenizer.embed_many`, unless you pass ``embedder``); ties go to the newer group. A group
+is recalled only if it shares at least ``min_overlap`` of the query's content words (weighted by
+rarity), so a question about something never said recalls little. All of it is deterministic.
+
+With ``store=`` the archive is that store's (``store.session_archive(session_id)``), so recall
+survives a restart and :meth:`ContextWindow.resume`; the session's archived groups are read once
+when the :class:`Recall` is made. Without it the archive is in memory.
+
+>>> from ctxwindow import ContextWindow, Recall
+>>> window = ContextWindow("gpt-4o", max_tokens=600, reserve_output=0, preserve_recent=2,
+...                        recall=Recall(max_tokens=200))
+>>> window.add({"role": "user", "content": "My locker code is 4417, remember it."})
+>>> window.add({"role": "assistant", "content": "Noted."})
+>>> for i in range(12):
+...     window.add({"role": "user", "content": f"Tell me fact number {i} about owls, briefly."})
+...     window.add({"role": "assistant", "content": "Owls can turn their heads very far. " * 3})
+>>> window.add({"role": "user", "content": "What was my locker code?"})
+>>> "4417" in window.messages()[0]["content"] + window.messages()[1]["content"]
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxwindow._native import Bm25Index, Tokenizer
+from ctxwindow.archive import Archive, MessageArchive, archive_text, retrieval_id
+from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = ["Recall", "RecallHit", "RECALL_HEADER", "render_group", "parse_recall_arguments"]
+
+Message = dict[str, Any]
+Embedder = Callable[[list[str]], Any]
+
+#: The first line of the injected block.
+RECALL_HEADER = ("[Recalled from earlier in this conversation: messages that are no longer in the context, "
+                 "chosen for the latest user message; oldest first]")
+#: The rank constant of reciprocal-rank fusion (the usual value).
+_RRF_K = 60
+#: The dimension of the native hashed embedding.
+_DIM = 256
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """One archived group that matched a query: its retrieval id, its messages and its score
+    (fused rank score; higher is better)."""
+
+    retrieval_id: str
+    messages: list[Message]
+    score: float
+
+
+@dataclass
+class _Unit:
+    """One archived group: its id, messages, searchable text, the seq of its first message in
+    the window (None when it was read from a store) and its number in the lexical index."""
+
+    rid: str
+    messages: list[Message]
+    text: str
+    seq: int | None
+    turn: int | None
+    doc: int
+    terms: frozenset[str] | None = None
+    section: str | None = None
+    section_tokens: int | None = None
+    embedding: npt.NDArray[np.float32] | None = None
+    live: bool = True
+
+
+def render_group(messages: Sequence[Mapping[str, Any]]) -> str:
+    """A group of messages as the lines of a recall block: ``role: text``, a tool call as
+    ``assistant calls name(arguments)``, a tool result as ``tool (name): text``."""
+    lines = []
+    for message in messages:
+        role = str(message.get("role", ""))
+        content = message.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            text = " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and "text" in p)
+        else:
+            text = ""
+        if role == "tool":
+            name = message.get("name") or message.get("tool_call_id") or ""
+            lines.append(f"tool ({name}): {text}" if name else f"tool: {text}")
+            continue
+        if text:
+            lines.append(f"{role}: {text}")
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", {}) if isinstance(call, Mapping) else {}
+            lines.append(f"{role} calls {function.get('name', '')}({function.get('arguments', '')})")
+    return "\n".join(lines)
+
+
+def _check_positive_int(value: object, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgumentError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+class Recall:
+    """The recall archive of one window and its settings (see the module documentation).
+
+    - ``max_tokens``: the most the injected block may hold (the ``memory_injection`` budget,
+      counted as the system message it is sent as);
+    - ``k``: at most this many matching groups per block (neighbours come on top, within
+      ``max_tokens``);
+    - ``store``/``session_id``: keep the archive in a checkpoint store's session archive;
+    - ``embedder``: ``callable(list[str]) -> array (n, d)`` replacing the native embedding;
+    - ``candidates``: how many lexical matches are ranked;
+    - ``neighbours``: bring back the question a recalled answer answers, and the answer a
+      recalled question got;
+    - ``min_overlap``: the share of the query's content words (weighted by rarity, idf) a group
+      must contain to be recalled, in [0, 1].
+    """
+
+    def __init__(self, max_tokens: int, k: int = 8, store: Any = None, session_id: str = "default", *,
+                 embedder: Embedder | None = None, candidates: int = 64, neighbours: bool = True,
+                 min_overlap: float = 0.1) -> None:
+        self.max_tokens = _check_positive_int(max_tokens, "max_tokens", 16)
+        self.k = _check_positive_int(k, "k")
+        self.candidates = _check_positive_int(candidates, "candidates")
+        if not isinstance(session_id, str) or not session_id:
+            raise InvalidArgumentError("session_id must be a non-empty str")
+        if embedder is not None and not callable(embedder):
+            raise InvalidTypeError(f"embedder must be callable(list[str]) -> array, not {type(embedder).__name__}")
+        if not isinstance(neighbours, bool):
+            raise InvalidTypeError(f"neighbours must be a bool, not {type(neighbours).__name__}")
+        if isinstance(min_overlap, bool) or not isinstance(min_overlap, (int, float)) \
+                or not 0.0 <= min_overlap <= 1.0:
+            raise InvalidArgumentError(f"min_overlap must be a number in [0, 1], got {min_overlap!r}")
+        self.session_id = session_id
+        self.embedder = embedder
+        self.neighbours = neighbours
+        self.min_overlap = float(min_overlap)
+        self.store = store
+        self.archive: MessageArchive
+        self._fts = False
+        if store is None:
+            self.archive = Archive()
+            stored: list[tuple[str, list[Message]]] = []
+        else:
+            session_archive = getattr(store, "session_archive", None)
+            if not callable(session_archive):
+                raise InvalidTypeError(
+                    f"store must be a checkpoint store with session_archive(), not {type(store).__name__}")
+            self.archive = session_archive(session_id)
+            stored = self.archive.groups()  # type: ignore[attr-defined]
+            from ctxwindow.checkpoint import SQLiteCheckpointStore
+            self._fts = isinstance(store, SQLiteCheckpointStore)
+        self._index = Bm25Index()
+        self._units: list[_Unit] = []
+        self._by_rid: dict[str, int] = {}
+        self._by_doc: dict[int, int] = {}
+        self._embedder_tokenizer: Tokenizer | None = None
+        #: Retrieval ids of groups read from the store that a restored window holds.
+        self._restored: set[str] = set()
+        #: (unit position, old seq, old turn) of the units archived again since the last mark.
+        self._journal: list[tuple[int, int | None, int | None]] = []
+        #: Number of search calls (each user message is one).
+        self.searches = 0
+        for rid, messages in stored:
+            self._append(rid, messages, None, None)
+
+    # --- the archive ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return sum(1 for u in self._units if u.live)
+
+    def __repr__(self) -> str:
+        return (f"Recall(max_tokens={self.max_tokens}, k={self.k}, groups={len(self)}, "
+                f"store={type(self.store).__name__ if self.store is not None else None})")
+
+    def _append(self, rid: str, messages: list[Message], seq: int | None, turn: int | None) -> None:
+        known = self._by_rid.get(rid)
+        if known is not None:  # archived again (it came back into a window): it is newer now
+            unit = self._units[known]
+            self._journal.append((known, unit.seq, unit.turn))
+            unit.seq, unit.turn = seq, turn
+            self._restored.discard(rid)
+            return
+        text = "\n".join(archive_text(m) for m in messages)
+        doc = self._index.add(text)
+        self._by_rid[rid] = len(self._units)
+        self._by_doc[doc] = len(self._units)
+        self._units.append(_Unit(rid, messages, text, seq, turn, doc))
+
+    def ingest(self, groups: Iterable[tuple[Sequence[Message], int | None, int | None]]) -> list[str]:
+        """Archives groups ``(messages, seq of the first message, turn)``, oldest first; returns
+        their retrieval ids. A group archived already is not stored twice."""
+        ids = []
+        for messages, seq, turn in groups:
+            copies = [dict(m) for m in messages]
+            rid = retrieval_id(copies)
+            if rid not in self._by_rid:
+                stored = self.archive.put(copies)
+                if stored != rid:
+                    raise InvalidArgumentError(f"the recall archive stored a group as {stored!r}, expected {rid!r}")
+            self._append(rid, copies, seq, turn)
+            ids.append(rid)
+        return ids
+
+    def _mark(self) -> tuple[int, frozenset[str]]:
+        """A savepoint for :meth:`_rollback` (one at a time: a window's operations do not nest)."""
+        self._journal.clear()
+        return len(self._units), frozenset(self._restored)
+
+    def _rollback(self, mark: tuple[int, frozenset[str]]) -> None:
+        """Forgets the groups archived since ``mark`` (a store keeps its copies: groups are
+        content-addressed, so they are harmless duplicates of what the window holds)."""
+        count, restored = mark
+        for unit in self._units[count:]:
+            self._index.remove(unit.doc)
+            del self._by_rid[unit.rid]
+            del self._by_doc[unit.doc]
+        del self._units[count:]
+        for position, seq, turn in reversed(self._journal):
+            if position < count:
+                self._units[position].seq, self._units[position].turn = seq, turn
+        self._journal.clear()
+        self._restored = set(restored)
+
+    def get(self, rid: str) -> list[Message] | None:
+        """Copies of the archived group with that retrieval id, or None."""
+        index = self._by_rid.get(rid)
+        if index is None:
+            return None
+        return [dict(m) for m in self._units[index].messages]
+
+    # --- search ----------------------------------------------------------------------------
+
+    def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        if self.embedder is not None:
+            vectors = np.asarray(self.embedder(texts), dtype=np.float32)
+            if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+                raise InvalidArgumentError(
+                    f"embedder returned shape {vectors.shape}, expected ({len(texts)}, d)")
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            return np.asarray(vectors / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+        if self._embedder_tokenizer is None:
+            self._embedder_tokenizer = Tokenizer("o200k_base")
+        return self._embedder_tokenizer.embed_many(texts, _DIM)
+
+    def _lexical(self, query: str, limit: int) -> list[int]:
+        """Unit positions of the best lexical matches, best first."""
+        if self._fts:
+            words = Bm25Index.terms(query, stem=False)
+            if not words:
+                return []
+            hits = self.archive.search(" ".join(dict.fromkeys(words)), limit)
+            return [self._by_rid[rid] for rid, _ in hits if rid in self._by_rid]
+        return [self._by_doc[doc] for doc, _ in self._index.search(query, limit)]
+
+    def _overlap(self, unit: _Unit, wanted: dict[str, float], total: float) -> float:
+        if unit.terms is None:
+            unit.terms = frozenset(Bm25Index.terms(unit.text))
+        return sum(weight for term, weight in wanted.items() if term in unit.terms) / total
+
+    def _rank(self, query: str, excluded: Callable[[_Unit], bool]) -> list[tuple[int, float]]:
+        """``(unit position, fused score)`` of the units that may be recalled, best first."""
+        if not isinstance(query, str):
+            raise InvalidTypeError(f"query must be a str, not {type(query).__name__}")
+        self.searches += 1
+        candidates = [i for i in self._lexical(query, self.candidates)
+                      if self._units[i].live and not excluded(self._units[i])]
+        if not candidates:
+            return []
+        query_terms = Bm25Index.terms(query)
+        if query_terms and self.min_overlap > 0.0:
+            documents = max(len(self._index), 1)
+            # Rarity weights from the candidates themselves (cheap, and what matters here).
+            frequency: dict[str, int] = {}
+            for i in candidates:
+                unit = self._units[i]
+                if unit.terms is None:
+                    unit.terms = frozenset(Bm25Index.terms(unit.text))
+                for term in set(query_terms) & unit.terms:
+                    frequency[term] = frequency.get(term, 0) + 1
+            wanted = {t: math.log(1.0 + documents / (1.0 + frequency.get(t, 0))) for t in set(query_terms)}
+            total = sum(wanted.values())
+            candidates = [i for i in candidates if self._overlap(self._units[i], wanted, total) >= self.min_overlap]
+            if not candidates:
+                return []
+        missing = [i for i in candidates if self._units[i].embedding is None]
+        if missing:
+            vectors = self._embed([self._units[i].text for i in missing])
+            for i, vector in zip(missing, vectors):
+                self._units[i].embedding = vector
+        query_vector = self._embed([query])[0]
+        similarity = np.array([float(np.dot(self._units[i].embedding, query_vector))  # type: ignore[arg-type]
+                               for i in candidates])
+        dense_rank = np.empty(len(candidates), dtype=np.int64)
+        # Stable: equal similarity keeps the lexical order.
+        dense_rank[np.argsort(-similarity, kind="stable")] = np.arange(len(candidates))
+        fused = [(1.0 / (_RRF_K + lexical) + 1.0 / (_RRF_K + int(dense_rank[lexical])), i)
+                 for lexical, i in enumerate(candidates)]
+        fused.sort(key=lambda pair: (-pair[0], -pair[1]))
+        return [(i, score) for score, i in fused]
+
+    def search(self, query: str, limit: int | None = None) -> list[RecallHit]:
+        """The archived groups most relevant to ``query``, best first (at most ``limit``,
+        default ``k``)."""
+        limit = self.k if limit is None else _check_positive_int(limit, "limit")
+        return self._hits(query, limit, lambda seq: False)
+
+    def _hits(self, query: str, limit: int, present: Callable[[int | None], bool]) -> list[RecallHit]:
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidArgumentError("query must be a non-empty str")
+        ranked = self._rank(query, lambda unit: present(unit.seq) or unit.rid in self._restored)[:limit]
+        return [RecallHit(self._units[i].rid, [dict(m) for m in self._units[i].messages], score)
+                for i, score in ranked]
+
+    # --- the block -------------------------------------------------------------------------
+
+    def _section(self, unit: _Unit, count: Callable[[str], int]) -> tuple[str, int]:
+        if unit.section is None or unit.section_tokens is None:
+            turn = f" (turn {unit.turn})" if unit.turn is not None else ""
+            unit.section = f"--- {unit.rid}{turn}\n{render_group(unit.messages)}"
+            unit.section_tokens = count(unit.section) + 1
+        return unit.section, unit.section_tokens
+
+    def _cluster(self, position: int) -> list[int]:
+        """The unit and, with ``neighbours``, the question before an answer and the answer
+        after a question, in conversation order."""
+        if not self.neighbours:
+            return [position]
+        units = self._units
+        unit = units[position]
+        cluster = [position]
+        first, last = unit.messages[0].get("role"), unit.messages[-1].get("role")
+        if first == "assistant" and position > 0 and units[position - 1].messages[-1].get("role") == "user":
+            cluster.insert(0, position - 1)
+        if last == "user" and position + 1 < len(units) and units[position + 1].messages[0].get("role") == "assistant":
+            cluster.append(position + 1)
+        return cluster
+
+    def block(self, query: str, count: Callable[[str], int], count_message: Callable[[Message], int],
+              present: Callable[[int | None, str], bool], max_tokens: int | None = None,
+              ) -> tuple[Message | None, int, list[str]]:
+        """The recall block for ``query`` within ``max_tokens`` (default and at most
+        :attr:`max_tokens`): the system message, its tokens and the retrieval ids in it.
+        ``present(seq, rid)`` says whether a group is in the window verbatim."""
+        limit = self.max_tokens if max_tokens is None else min(max_tokens, self.max_tokens)
+        def excluded(unit: _Unit) -> bool:
+            return present(unit.seq, unit.rid) or unit.rid in self._restored
+
+        header_tokens = count_message({"role": "system", "content": RECALL_HEADER})
+        room = limit - header_tokens
+        if room <= 0:
+            return None, 0, []
+        ranked = self._rank(query, excluded)
+        if not ranked:
+            return None, 0, []
+        chosen: set[int] = set()
+        used = 0
+        hits = 0
+        for position, _ in ranked:
+            if hits >= self.k or room - used <= 0:
+                break
+            if position in chosen:
+                continue
+            _, tokens = self._section(self._units[position], count)
+            if used + tokens > room:
+                continue
+            chosen.add(position)
+            used += tokens
+            hits += 1
+            for neighbour in self._cluster(position):
+                unit = self._units[neighbour]
+                if neighbour in chosen or not unit.live or excluded(unit):
+                    continue
+                _, tokens = self._section(unit, count)
+                if used + tokens <= room:
+                    chosen.add(neighbour)
+                    used += tokens
+        order = sorted(chosen)
+        while order:
+            content = RECALL_HEADER + "\n" + "\n".join(self._section(self._units[i], count)[0] for i in order)
+            message = {"role": "system", "content": content}
+            tokens = count_message(message)
+            if tokens <= limit:
+                return message, tokens, [self._units[i].rid for i in order]
+            # Sections were counted apart; joined they may differ by a token or two: drop the
+            # least relevant until it fits.
+            rank_of = {p: r for r, (p, _) in enumerate(ranked)}
+            order.remove(max(order, key=lambda p: rank_of.get(p, len(ranked))))
+        return None, 0, []
+
+    def _restored_window(self, groups: Iterable[Sequence[Message]]) -> None:
+        """A restored window holds these groups: groups read from the store with the same
+        content are not recalled while they are there."""
+        rids = {retrieval_id(list(g)) for g in groups}
+        self._restored = {rid for rid in rids if rid in self._by_rid and self._units[self._by_rid[rid]].seq is None}
+
+    # --- the tool --------------------------------------------------------------------------
+
+    @staticmethod
+    def tool_schema(name: str = "recall") -> dict[str, Any]:
+        """An OpenAI function-tool definition that lets the model search its own archive: by
+        ``query`` (words to look for) or by ``id`` (a retrieval id, as in placeholders and in
+        the recall block). Handle calls with :meth:`ContextWindow.handle_recall_call`."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError("name must be a non-empty str")
+        return {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": ("Search earlier parts of this conversation that are no longer in the context. "
+                                "Pass `query` (words to look for) or `id` (a retrieval id such as ctx-0123456789abcdef "
+                                "shown in a placeholder or a recalled block) to get the messages back."),
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": "Words to search for."},
+                        "id": {"type": "string", "description": "A retrieval id (ctx-...)."},
+                    },
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+
+def parse_recall_arguments(arguments: object) -> tuple[str | None, str | None]:
+    """``(query, id)`` of a recall tool call's arguments (a JSON object string or a mapping);
+    :class:`InvalidArgumentError` saying what is wrong otherwise."""
+    if isinstance(arguments, (str, bytes)):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError as error:
+            raise InvalidArgumentError(f"recall arguments are not JSON: {error}") from None
+    if not isinstance(arguments, Mapping):
+        raise InvalidArgumentError(
+            f"recall arguments must be a JSON object with 'query' or 'id', not {type(arguments).__name__}")
+    unknown = set(arguments) - {"query", "id"}
+    if unknown:
+        raise InvalidArgumentError(f"unknown recall arguments {sorted(map(str, unknown))}; expected 'query' or 'id'")
+    query, rid = arguments.get("query"), arguments.get("id")
+    for name, value in (("query", query), ("id", rid)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidArgumentError(f"recall argument {name!r} must be a non-empty string, got {value!r}")
+    if (query is None) == (rid is None):
+        raise InvalidArgumentError("recall takes exactly one of 'query' or 'id'")
+    return query, rid
+

@@ -1,0 +1,259 @@
+//! A BM25 index over short documents (archived messages), built for recall: documents are
+//! appended in order, removed by tombstone, and a query touches only the postings of its terms,
+//! so its cost grows with how common the query's words are, not with the size of the index.
+//!
+//! Terms are the text's runs of letters and digits, lowercased, without English function words,
+//! with the plural `s` removed by Harman's S-stemmer ("flights" and "flight" match). Scores are
+//! Okapi BM25 (k1 = 1.2, b = 0.75) with the non-negative idf `ln(1 + (N - df + 0.5) / (df + 0.5))`;
+//! ties go to the newer document.
+//!
+//! ```
+//! use ctxwindow_core::lexical::Bm25Index;
+//!
+//! let mut index = Bm25Index::new();
+//! let deploy = index.add("We deploy to eu-west-1 on Fridays");
+//! index.add("The cat sat on the mat");
+//! let hits = index.search("which region do deployments go to? eu-west", 5);
+//! assert_eq!(hits[0].0, deploy);
+//! ```
+
+use rustc_hash::FxHashMap;
+
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+/// English function words: they say nothing about what a message is about.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be",
+    "because", "been", "before", "being", "but", "by", "can", "could", "did", "do", "does",
+    "doing", "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "myself", "no",
+    "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over",
+    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "why", "will", "with", "would", "you", "your", "yours", "yourself",
+];
+
+/// Harman's S-stemmer: "ies" -> "y" (not after e/a), "es" -> "e" (not after a/e/o), "s" -> ""
+/// (not after u/s).
+fn stem(word: &str) -> &str {
+    let bytes = word.as_bytes();
+    let n = bytes.len();
+    if n > 3 && word.ends_with("ies") && !matches!(bytes[n - 4], b'e' | b'a') {
+        return &word[..n - 2]; // the caller appends 'y' via `stemmed`
+    }
+    if n > 3 && word.ends_with("es") && !matches!(bytes[n - 3], b'a' | b'e' | b'o') {
+        return &word[..n - 1];
+    }
+    if n > 2 && word.ends_with('s') && !matches!(bytes[n - 2], b'u' | b's') {
+        return &word[..n - 1];
+    }
+    word
+}
+
+fn stemmed(word: &str) -> String {
+    let base = stem(word);
+    if base.len() + 2 == word.len() && word.ends_with("ies") {
+        let mut out = String::with_capacity(base.len());
+        out.push_str(&base[..base.len() - 1]);
+        out.push('y');
+        return out;
+    }
+    base.to_owned()
+}
+
+/// The index terms of `text`, in order (repeats kept).
+pub fn terms(text: &str) -> Vec<String> {
+    words(text, true)
+}
+
+/// The lowercased content words of `text` (function words and single letters dropped), in
+/// order, stemmed or not.
+pub fn words(text: &str, stem: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        if word.is_empty() {
+            continue;
+        }
+        let lower = word.to_lowercase();
+        if STOPWORDS.binary_search(&lower.as_str()).is_ok() {
+            continue;
+        }
+        if lower.chars().count() == 1 && !lower.chars().all(|c| c.is_numeric()) {
+            continue;
+        }
+        out.push(if stem { stemmed(&lower) } else { lower });
+    }
+    out
+}
+
+/// An append-only BM25 index with tombstones (see the module documentation).
+#[derive(Debug, Default, Clone)]
+pub struct Bm25Index {
+    ids: FxHashMap<String, u32>,
+    /// Per term, `(document, term frequency)` in increasing document order.
+    postings: Vec<Vec<(u32, u32)>>,
+    lengths: Vec<u32>,
+    live: Vec<bool>,
+    live_count: usize,
+    live_length: u64,
+}
+
+impl Bm25Index {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Indexes `text` as the next document; returns its number (0, 1, 2, ...).
+    pub fn add(&mut self, text: &str) -> usize {
+        let doc = self.lengths.len();
+        let doc32 = u32::try_from(doc).expect("fewer than 2^32 documents");
+        let words = terms(text);
+        let mut counts: FxHashMap<&str, u32> = FxHashMap::default();
+        for word in &words {
+            *counts.entry(word.as_str()).or_insert(0) += 1;
+        }
+        let mut entries: Vec<(&str, u32)> = counts.into_iter().collect();
+        entries.sort_unstable(); // deterministic term ids
+        for (word, tf) in entries {
+            let next = u32::try_from(self.postings.len()).expect("fewer than 2^32 terms");
+            let id = *self.ids.entry(word.to_owned()).or_insert(next);
+            if id == next {
+                self.postings.push(Vec::new());
+            }
+            self.postings[id as usize].push((doc32, tf));
+        }
+        let length = u32::try_from(words.len()).unwrap_or(u32::MAX);
+        self.lengths.push(length);
+        self.live.push(true);
+        self.live_count += 1;
+        self.live_length += u64::from(length);
+        doc
+    }
+
+    /// Removes document `doc` from every result (its number is not reused). Returns false when
+    /// it was not in the index.
+    pub fn remove(&mut self, doc: usize) -> bool {
+        match self.live.get(doc) {
+            Some(true) => {
+                self.live[doc] = false;
+                self.live_count -= 1;
+                self.live_length -= u64::from(self.lengths[doc]);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Documents in the index (removed ones excluded).
+    pub fn len(&self) -> usize {
+        self.live_count
+    }
+
+    /// Whether no document is in the index.
+    pub fn is_empty(&self) -> bool {
+        self.live_count == 0
+    }
+
+    /// Documents ever added (the next document's number).
+    pub fn documents(&self) -> usize {
+        self.lengths.len()
+    }
+
+    /// The `limit` best documents for `query`, as `(document, score)`, best first (ties: newer
+    /// first). Documents sharing no term with the query are not returned.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<(usize, f32)> {
+        if limit == 0 || self.live_count == 0 {
+            return Vec::new();
+        }
+        let mut wanted: Vec<u32> = terms(query)
+            .iter()
+            .filter_map(|t| self.ids.get(t.as_str()).copied())
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let n = self.live_count as f32;
+        let average = (self.live_length as f32 / n).max(1.0);
+        let mut scores: FxHashMap<u32, f32> = FxHashMap::default();
+        for term in wanted {
+            let postings = &self.postings[term as usize];
+            let df = postings
+                .iter()
+                .filter(|(d, _)| self.live[*d as usize])
+                .count() as f32;
+            if df == 0.0 {
+                continue;
+            }
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for &(doc, tf) in postings {
+                if !self.live[doc as usize] {
+                    continue;
+                }
+                let tf = tf as f32;
+                let norm = K1 * (1.0 - B + B * self.lengths[doc as usize] as f32 / average);
+                *scores.entry(doc).or_insert(0.0) += idf * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+        let mut ranked: Vec<(usize, f32)> =
+            scores.into_iter().map(|(d, s)| (d as usize, s)).collect();
+        let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        if ranked.len() > limit {
+            ranked.select_nth_unstable_by(limit - 1, order);
+            ranked.truncate(limit);
+        }
+        ranked.sort_unstable_by(order);
+        ranked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stopwords_are_sorted_for_binary_search() {
+        assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn terms_lowercase_stem_and_drop_function_words() {
+        assert_eq!(
+            terms("The Flights to Paris, 2 cities!"),
+            ["flight", "pari", "2", "city"]
+        );
+        assert_eq!(terms("glasses bus does"), ["glasse", "bus"]);
+        assert!(terms("of the and").is_empty());
+    }
+
+    #[test]
+    fn rare_terms_outrank_common_ones_and_ties_go_to_newer() {
+        let mut index = Bm25Index::new();
+        index.add("apple banana");
+        index.add("apple cherry");
+        index.add("apple");
+        let hits = index.search("cherry apple", 10);
+        assert_eq!(hits[0].0, 1);
+        assert_eq!(hits.len(), 3);
+        let ties = index.search("banana cherry", 10);
+        assert_eq!(ties.iter().map(|h| h.0).collect::<Vec<_>>(), [1, 0]);
+    }
+
+    #[test]
+    fn removed_documents_are_never_returned_and_limit_holds() {
+        let mut index = Bm25Index::new();
+        for i in 0..50 {
+            index.add(&format!("note number {i} about widgets"));
+        }
+        assert!(index.remove(7));
+        assert!(!index.remove(7));
+        assert!(!index.remove(500));
+        assert_eq!(index.len(), 49);
+        let hits = index.search("widgets", 100);
+        assert_eq!(hits.len(), 49);
+        assert!(hits.iter().all(|h| h.0 != 7));
+        assert_eq!(index.search("widgets", 3).len(), 3);
+        assert!(index.search("unrelated", 3).is_empty());
+    }
+}

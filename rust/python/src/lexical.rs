@@ -1,0 +1,81 @@
+//! `Bm25Index`: the core's BM25 index of archived messages, for recall.
+
+use ctxwindow_core::lexical::{Bm25Index, words};
+use pyo3::prelude::*;
+
+use crate::errors::{Kind, error, extract_count, extract_text};
+
+#[pyclass(module = "ctxwindow._native", name = "Bm25Index")]
+#[derive(Default)]
+pub struct PyBm25Index {
+    inner: Bm25Index,
+}
+
+#[pymethods]
+impl PyBm25Index {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    /// Indexes `text` as the next document; returns its number (0, 1, 2, ...).
+    fn add(&mut self, text: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let text = extract_text(text, "text")?;
+        Ok(self.inner.add(&text))
+    }
+
+    /// Removes a document from every later result; False when it was not in the index.
+    fn remove(&mut self, doc: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let doc = extract_count(doc, "doc")?;
+        Ok(usize::try_from(doc).is_ok_and(|doc| self.inner.remove(doc)))
+    }
+
+    /// The `limit` best documents for `query`: `(document, score)` pairs, best first (ties:
+    /// newer first); documents sharing no term with the query are left out.
+    fn search(
+        &self,
+        py: Python<'_>,
+        query: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<(usize, f32)>> {
+        let query = extract_text(query, "query")?;
+        let limit = extract_count(limit, "limit")?;
+        let limit = usize::try_from(limit).map_err(|_| {
+            error(
+                py,
+                Kind::InvalidArgument,
+                format!("limit {limit} is too large"),
+            )
+        })?;
+        let inner = &self.inner;
+        Ok(py.detach(|| inner.search(&query, limit)))
+    }
+
+    /// The index terms of `text` (lowercased, function words and single letters dropped,
+    /// plurals stemmed unless `stem=False`).
+    #[staticmethod]
+    #[pyo3(signature = (text, stem = true))]
+    fn terms(text: &Bound<'_, PyAny>, stem: bool) -> PyResult<Vec<String>> {
+        let text = extract_text(text, "text")?;
+        Ok(words(&text, stem))
+    }
+
+    /// Documents ever added (the next document's number).
+    #[getter]
+    fn documents(&self) -> usize {
+        self.inner.documents()
+    }
+
+    /// Documents in the index (removed ones excluded).
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Bm25Index(documents={}, live={})",
+            self.inner.documents(),
+            self.inner.len()
+        )
+    }
+}
