@@ -158,7 +158,7 @@ def presence(questions: list[dict[str, Any]], sizes: tuple[int, ...], configs: t
 def oracle_control(log: Callable[[str], None]) -> dict[str, Any]:
     questions = load("longmemeval_oracle_subset.json.gz")
     rows = [(kind(q), evaluate(q, make_window("fifo", 64_000))) for q in questions]
-    result = summarize(rows)["overall"]
+    result: dict[str, Any] = summarize(rows)["overall"]
     log(f"oracle control at 64k, FIFO: turns {result['turns']:.1%} sessions {result['sessions']:.1%}")
     return result
 
@@ -185,7 +185,7 @@ def cost(log: Callable[[str], None]) -> dict[str, Any]:
                 target.add({"role": "user", "content": query})
                 timings[name].append(time.perf_counter() - started)
                 target.add({"role": "assistant", "content": "ok"})
-        row = {}
+        row: dict[str, Any] = {}
         for name, values in timings.items():
             values.sort()
             row[name] = {"median_ms": statistics.median(values) * 1e3, "p99_ms": values[int(0.99 * len(values))] * 1e3}

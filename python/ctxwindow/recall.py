@@ -84,20 +84,19 @@ class RecallHit:
 
 @dataclass
 class _Unit:
-    """One archived group: its id, messages, searchable text, the seq of its first message in
-    the window (None when it was read from a store) and its number in the lexical index."""
+    """One archived group (its number in the lexical index is its position in the archive):
+    its id, messages, searchable text, and the seq of its first message in the window and its
+    turn (None when it was read from a store)."""
 
     rid: str
     messages: list[Message]
     text: str
     seq: int | None
     turn: int | None
-    doc: int
     terms: frozenset[str] | None = None
     section: str | None = None
     section_tokens: int | None = None
     embedding: npt.NDArray[np.float32] | None = None
-    live: bool = True
 
 
 def render_group(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -184,7 +183,7 @@ class Recall:
         self._index = Bm25Index()
         self._units: list[_Unit] = []
         self._by_rid: dict[str, int] = {}
-        self._by_doc: dict[int, int] = {}
+        self._header_tokens: int | None = None
         self._embedder_tokenizer: Tokenizer | None = None
         #: Retrieval ids of groups read from the store that a restored window holds.
         self._restored: set[str] = set()
@@ -198,7 +197,7 @@ class Recall:
     # --- the archive ---------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return sum(1 for u in self._units if u.live)
+        return len(self._units)
 
     def __repr__(self) -> str:
         return (f"Recall(max_tokens={self.max_tokens}, k={self.k}, groups={len(self)}, "
@@ -213,10 +212,9 @@ class Recall:
             self._restored.discard(rid)
             return
         text = "\n".join(archive_text(m) for m in messages)
-        doc = self._index.add(text)
+        self._index.add(text)  # its number is its position
         self._by_rid[rid] = len(self._units)
-        self._by_doc[doc] = len(self._units)
-        self._units.append(_Unit(rid, messages, text, seq, turn, doc))
+        self._units.append(_Unit(rid, messages, text, seq, turn))
 
     def ingest(self, groups: Iterable[tuple[Sequence[Message], int | None, int | None]]) -> list[str]:
         """Archives groups ``(messages, seq of the first message, turn)``, oldest first; returns
@@ -243,10 +241,9 @@ class Recall:
         content-addressed, so they are harmless duplicates of what the window holds)."""
         count, restored = mark
         for unit in self._units[count:]:
-            self._index.remove(unit.doc)
             del self._by_rid[unit.rid]
-            del self._by_doc[unit.doc]
         del self._units[count:]
+        self._index.truncate(count)
         for position, seq, turn in reversed(self._journal):
             if position < count:
                 self._units[position].seq, self._units[position].turn = seq, turn
@@ -282,7 +279,7 @@ class Recall:
                 return []
             hits = self.archive.search(" ".join(dict.fromkeys(words)), limit)
             return [self._by_rid[rid] for rid, _ in hits if rid in self._by_rid]
-        return [self._by_doc[doc] for doc, _ in self._index.search(query, limit)]
+        return [doc for doc, _ in self._index.search(query, limit)]
 
     def _overlap(self, unit: _Unit, wanted: dict[str, float], total: float) -> float:
         if unit.terms is None:
@@ -294,8 +291,7 @@ class Recall:
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be a str, not {type(query).__name__}")
         self.searches += 1
-        candidates = [i for i in self._lexical(query, self.candidates)
-                      if self._units[i].live and not excluded(self._units[i])]
+        candidates = [i for i in self._lexical(query, self.candidates) if not excluded(self._units[i])]
         if not candidates:
             return []
         query_terms = Bm25Index.terms(query)
@@ -377,8 +373,9 @@ class Recall:
         def excluded(unit: _Unit) -> bool:
             return present(unit.seq, unit.rid) or unit.rid in self._restored
 
-        header_tokens = count_message({"role": "system", "content": RECALL_HEADER})
-        room = limit - header_tokens
+        if self._header_tokens is None:
+            self._header_tokens = count_message({"role": "system", "content": RECALL_HEADER})
+        room = limit - self._header_tokens
         if room <= 0:
             return None, 0, []
         ranked = self._rank(query, excluded)
@@ -400,7 +397,7 @@ class Recall:
             hits += 1
             for neighbour in self._cluster(position):
                 unit = self._units[neighbour]
-                if neighbour in chosen or not unit.live or excluded(unit):
+                if neighbour in chosen or excluded(unit):
                     continue
                 _, tokens = self._section(unit, count)
                 if used + tokens <= room:

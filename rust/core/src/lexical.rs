@@ -88,16 +88,14 @@ pub fn words(text: &str, stem: bool) -> Vec<String> {
     out
 }
 
-/// An append-only BM25 index with tombstones (see the module documentation).
+/// An append-only BM25 index (see the module documentation).
 #[derive(Debug, Default, Clone)]
 pub struct Bm25Index {
     ids: FxHashMap<String, u32>,
     /// Per term, `(document, term frequency)` in increasing document order.
     postings: Vec<Vec<(u32, u32)>>,
     lengths: Vec<u32>,
-    live: Vec<bool>,
-    live_count: usize,
-    live_length: u64,
+    total_length: u64,
 }
 
 impl Bm25Index {
@@ -115,9 +113,7 @@ impl Bm25Index {
         for word in &words {
             *counts.entry(word.as_str()).or_insert(0) += 1;
         }
-        let mut entries: Vec<(&str, u32)> = counts.into_iter().collect();
-        entries.sort_unstable(); // deterministic term ids
-        for (word, tf) in entries {
+        for (word, tf) in counts {
             let next = u32::try_from(self.postings.len()).expect("fewer than 2^32 terms");
             let id = *self.ids.entry(word.to_owned()).or_insert(next);
             if id == next {
@@ -127,45 +123,45 @@ impl Bm25Index {
         }
         let length = u32::try_from(words.len()).unwrap_or(u32::MAX);
         self.lengths.push(length);
-        self.live.push(true);
-        self.live_count += 1;
-        self.live_length += u64::from(length);
+        self.total_length += u64::from(length);
         doc
     }
 
-    /// Removes document `doc` from every result (its number is not reused). Returns false when
-    /// it was not in the index.
-    pub fn remove(&mut self, doc: usize) -> bool {
-        match self.live.get(doc) {
-            Some(true) => {
-                self.live[doc] = false;
-                self.live_count -= 1;
-                self.live_length -= u64::from(self.lengths[doc]);
-                true
+    /// Forgets the documents numbered `documents` and above (the newest), as if they had never
+    /// been added. O(terms in the index): meant for undoing a failed operation.
+    pub fn truncate(&mut self, documents: usize) {
+        if documents >= self.lengths.len() {
+            return;
+        }
+        for postings in &mut self.postings {
+            while postings
+                .last()
+                .is_some_and(|&(doc, _)| doc as usize >= documents)
+            {
+                postings.pop();
             }
-            _ => false,
+        }
+        for length in self.lengths.drain(documents..) {
+            self.total_length -= u64::from(length);
         }
     }
 
-    /// Documents in the index (removed ones excluded).
+    /// Documents in the index.
     pub fn len(&self) -> usize {
-        self.live_count
+        self.lengths.len()
     }
 
     /// Whether no document is in the index.
     pub fn is_empty(&self) -> bool {
-        self.live_count == 0
-    }
-
-    /// Documents ever added (the next document's number).
-    pub fn documents(&self) -> usize {
-        self.lengths.len()
+        self.lengths.is_empty()
     }
 
     /// The `limit` best documents for `query`, as `(document, score)`, best first (ties: newer
-    /// first). Documents sharing no term with the query are not returned.
+    /// first). Documents sharing no term with the query are not returned. The work is the
+    /// length of the query terms' postings.
     pub fn search(&self, query: &str, limit: usize) -> Vec<(usize, f32)> {
-        if limit == 0 || self.live_count == 0 {
+        let documents = self.lengths.len();
+        if limit == 0 || documents == 0 {
             return Vec::new();
         }
         let mut wanted: Vec<u32> = terms(query)
@@ -174,30 +170,31 @@ impl Bm25Index {
             .collect();
         wanted.sort_unstable();
         wanted.dedup();
-        let n = self.live_count as f32;
-        let average = (self.live_length as f32 / n).max(1.0);
-        let mut scores: FxHashMap<u32, f32> = FxHashMap::default();
+        let n = documents as f32;
+        let average = (self.total_length as f32 / n).max(1.0);
+        let mut scores = vec![0.0f32; documents];
+        let mut touched: Vec<u32> = Vec::new();
         for term in wanted {
             let postings = &self.postings[term as usize];
-            let df = postings
-                .iter()
-                .filter(|(d, _)| self.live[*d as usize])
-                .count() as f32;
-            if df == 0.0 {
+            let df = postings.len() as f32;
+            if postings.is_empty() {
                 continue;
             }
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             for &(doc, tf) in postings {
-                if !self.live[doc as usize] {
-                    continue;
-                }
                 let tf = tf as f32;
                 let norm = K1 * (1.0 - B + B * self.lengths[doc as usize] as f32 / average);
-                *scores.entry(doc).or_insert(0.0) += idf * tf * (K1 + 1.0) / (tf + norm);
+                let score = &mut scores[doc as usize];
+                if *score == 0.0 {
+                    touched.push(doc);
+                }
+                *score += idf * tf * (K1 + 1.0) / (tf + norm);
             }
         }
-        let mut ranked: Vec<(usize, f32)> =
-            scores.into_iter().map(|(d, s)| (d as usize, s)).collect();
+        let mut ranked: Vec<(usize, f32)> = touched
+            .into_iter()
+            .map(|d| (d as usize, scores[d as usize]))
+            .collect();
         let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
         if ranked.len() > limit {
             ranked.select_nth_unstable_by(limit - 1, order);
@@ -241,19 +238,28 @@ mod tests {
     }
 
     #[test]
-    fn removed_documents_are_never_returned_and_limit_holds() {
+    fn truncation_undoes_additions_exactly_and_limit_holds() {
         let mut index = Bm25Index::new();
         for i in 0..50 {
             index.add(&format!("note number {i} about widgets"));
         }
-        assert!(index.remove(7));
-        assert!(!index.remove(7));
-        assert!(!index.remove(500));
-        assert_eq!(index.len(), 49);
-        let hits = index.search("widgets", 100);
-        assert_eq!(hits.len(), 49);
-        assert!(hits.iter().all(|h| h.0 != 7));
+        let before = index.search("widgets note 7", 10);
+        let copy = index.clone();
+        index.add("widgets widgets gadgets");
+        index.add("more widgets");
+        index.truncate(50);
+        index.truncate(500);
+        assert_eq!(index.len(), 50);
+        assert_eq!(index.search("widgets note 7", 10), before);
+        assert_eq!(index.lengths, copy.lengths);
+        assert!(
+            index
+                .postings
+                .iter()
+                .zip(&copy.postings)
+                .all(|(a, b)| a == b)
+        );
         assert_eq!(index.search("widgets", 3).len(), 3);
-        assert!(index.search("unrelated", 3).is_empty());
+        assert!(index.search("unrelated gadgets", 3).is_empty());
     }
 }

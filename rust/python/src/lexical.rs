@@ -24,10 +24,12 @@ impl PyBm25Index {
         Ok(self.inner.add(&text))
     }
 
-    /// Removes a document from every later result; False when it was not in the index.
-    fn remove(&mut self, doc: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let doc = extract_count(doc, "doc")?;
-        Ok(usize::try_from(doc).is_ok_and(|doc| self.inner.remove(doc)))
+    /// Forgets the documents numbered `documents` and above (the newest), as if never added.
+    fn truncate(&mut self, documents: &Bound<'_, PyAny>) -> PyResult<()> {
+        let documents = extract_count(documents, "documents")?;
+        self.inner
+            .truncate(usize::try_from(documents).unwrap_or(usize::MAX));
+        Ok(())
     }
 
     /// The `limit` best documents for `query`: `(document, score)` pairs, best first (ties:
@@ -60,22 +62,12 @@ impl PyBm25Index {
         Ok(words(&text, stem))
     }
 
-    /// Documents ever added (the next document's number).
-    #[getter]
-    fn documents(&self) -> usize {
-        self.inner.documents()
-    }
-
-    /// Documents in the index (removed ones excluded).
+    /// Documents in the index (the next document's number).
     fn __len__(&self) -> usize {
         self.inner.len()
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "Bm25Index(documents={}, live={})",
-            self.inner.documents(),
-            self.inner.len()
-        )
+        format!("Bm25Index(documents={})", self.inner.len())
     }
 }
