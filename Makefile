@@ -93,6 +93,7 @@ bench: build postgres-server
 	$(BIN)/python benches/bench_window.py
 	$(BIN)/python benches/bench_checkpoint.py
 	$(BIN)/python benches/bench_fidelity.py
+	$(BIN)/python benches/bench_recall.py
 	$(BIN)/python benches/bench_sync.py
 	$(BIN)/python benches/embed_results.py
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 from collections.abc import Callable
@@ -236,15 +237,58 @@ def test_validation() -> None:
         Recall(100, store=object())
     with pytest.raises(InvalidTypeError):
         ContextWindow("gpt-4o", max_tokens=1000, recall=3)
+    shared = Recall(100)
+    first = ContextWindow("gpt-4o", max_tokens=1000, recall=shared)
+    with pytest.raises(InvalidArgumentError, match="another window"):
+        ContextWindow("gpt-4o", max_tokens=1000, recall=shared)
+    del first
+    gc.collect()
+    ContextWindow("gpt-4o", max_tokens=1000, recall=shared)  # the first window is gone
     with pytest.raises(ContextOverflowError, match="recall"):
         ContextWindow("gpt-4o", max_tokens=1000, reserve_output=0, recall=Recall(2_000))
     with pytest.raises(InvalidArgumentError):
         Recall(100).search("")
     bad_shape = Recall(100, embedder=lambda texts: np.ones(3))
-    bad_shape.ingest([([LOCKER], None, None)])
     with pytest.raises(InvalidArgumentError, match="shape"):
-        bad_shape.search("locker")
+        bad_shape.ingest([([LOCKER], None, None)])
+    assert len(bad_shape) == 0 and bad_shape.search("locker") == []
+    with pytest.raises(InvalidArgumentError, match="at least one message"):
+        Recall(100).ingest([([], None, None)])
     assert "Recall(max_tokens=100" in repr(Recall(100))
+
+
+def test_a_semantic_embedder_finds_what_shares_no_word_and_fusion_off_is_lexical() -> None:
+    meanings = {"automobile": 0, "car": 0, "vehicle": 0, "parked": 1, "garage": 1, "owl": 2}
+
+    def embedder(texts: list[str]) -> Any:
+        vectors = np.zeros((len(texts), 3))
+        for row, text in enumerate(texts):
+            for word, axis in meanings.items():
+                if word in text.lower():
+                    vectors[row, axis] += 1.0
+        return vectors + 1e-3
+
+    recall = Recall(200, embedder=embedder)
+    recall.ingest([([{"role": "user", "content": "My automobile is parked in the garage."}], 1, 1),
+                   ([{"role": "user", "content": "Owls hunt at night."}], 2, 1)])
+    hits = recall.search("where is my car?")
+    assert hits and "automobile" in hits[0].messages[0]["content"]
+    lexical = Recall(200, fusion=False)
+    lexical.ingest([([{"role": "user", "content": "blue lantern"}], 1, 1),
+                    ([{"role": "user", "content": "blue lantern lantern"}], 2, 1)])
+    assert [h.messages[0]["content"] for h in lexical.search("lantern")][0] == "blue lantern lantern"
+    with pytest.raises(InvalidArgumentError, match="fusion"):
+        Recall(200, embedder=embedder, fusion=False)
+    changing = {"dim": 3}
+    grows = Recall(200, embedder=lambda texts: np.ones((len(texts), changing["dim"])))
+    grows.ingest([([LOCKER], 1, 1)])
+    changing["dim"] = 4
+    with pytest.raises(InvalidArgumentError, match="dimension"):
+        grows.ingest([([{"role": "user", "content": "other"}], 2, 1)])
+    with pytest.raises(InvalidArgumentError, match="dimension"):
+        grows.search("locker")
+    changing["dim"] = 3
+    assert len(grows) == 1 and grows.get(grows.search("locker")[0].retrieval_id) == [LOCKER]
 
 
 def test_render_group() -> None:

@@ -21,10 +21,12 @@ What comes back:
 Relevance: Okapi BM25 over the groups' words (:class:`ctxwindow._native.Bm25Index`; SQLite's
 FTS5 when the archive lives in a :class:`~ctxwindow.checkpoint.SQLiteCheckpointStore`) chooses
 ``candidates`` groups; they are ranked by reciprocal-rank fusion of the BM25 rank and the cosine
-similarity of an embedding (the native hashed bag-of-pieces embedding,
-:meth:`Tokenizer.embed_many`, unless you pass ``embedder``); ties go to the newer group. A group
-is recalled only if it shares at least ``min_overlap`` of the query's content words (weighted by
-rarity), so a question about something never said recalls little. All of it is deterministic.
+similarity of the native hashed bag-of-pieces embedding (:meth:`Tokenizer.embed_many`); ties go
+to the newer group. A group is recalled only if it shares at least ``min_overlap`` of the query's
+content words (weighted by rarity), so a question about something never said recalls little. All
+of it is deterministic. With your own ``embedder`` (a semantic model), retrieval is hybrid: the
+best dense matches over the whole archive join the lexical ones, so a group that shares no word
+with the query can come back.
 
 With ``store=`` the archive is that store's (``store.session_archive(session_id)``), so recall
 survives a restart and :meth:`ContextWindow.resume`; the session's archived groups are read once
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -138,7 +141,11 @@ class Recall:
     - ``k``: at most this many matching groups per block (neighbours come on top, within
       ``max_tokens``);
     - ``store``/``session_id``: keep the archive in a checkpoint store's session archive;
-    - ``embedder``: ``callable(list[str]) -> array (n, d)`` replacing the native embedding;
+    - ``embedder``: ``callable(list[str]) -> array (n, d)`` replacing the native embedding:
+      every group is embedded when archived (in batches) and the best dense matches over the
+      whole archive join the lexical candidates (hybrid retrieval; the ``min_overlap`` filter
+      does not apply). The native embedding only re-ranks the lexical candidates;
+    - ``fusion``: False ranks by BM25 alone;
     - ``candidates``: how many lexical matches are ranked;
     - ``neighbours``: bring back the question a recalled answer answers, and the answer a
       recalled question got;
@@ -148,7 +155,7 @@ class Recall:
 
     def __init__(self, max_tokens: int, k: int = 8, store: Any = None, session_id: str = "default", *,
                  embedder: Embedder | None = None, candidates: int = 64, neighbours: bool = True,
-                 min_overlap: float = 0.1) -> None:
+                 min_overlap: float = 0.1, fusion: bool = True) -> None:
         self.max_tokens = _check_positive_int(max_tokens, "max_tokens", 16)
         self.k = _check_positive_int(k, "k")
         self.candidates = _check_positive_int(candidates, "candidates")
@@ -156,14 +163,18 @@ class Recall:
             raise InvalidArgumentError("session_id must be a non-empty str")
         if embedder is not None and not callable(embedder):
             raise InvalidTypeError(f"embedder must be callable(list[str]) -> array, not {type(embedder).__name__}")
-        if not isinstance(neighbours, bool):
-            raise InvalidTypeError(f"neighbours must be a bool, not {type(neighbours).__name__}")
+        for name, flag in (("neighbours", neighbours), ("fusion", fusion)):
+            if not isinstance(flag, bool):
+                raise InvalidTypeError(f"{name} must be a bool, not {type(flag).__name__}")
+        if embedder is not None and not fusion:
+            raise InvalidArgumentError("an embedder is used only with fusion=True")
         if isinstance(min_overlap, bool) or not isinstance(min_overlap, (int, float)) \
                 or not 0.0 <= min_overlap <= 1.0:
             raise InvalidArgumentError(f"min_overlap must be a number in [0, 1], got {min_overlap!r}")
         self.session_id = session_id
         self.embedder = embedder
         self.neighbours = neighbours
+        self.fusion = fusion
         self.min_overlap = float(min_overlap)
         self.store = store
         self.archive: MessageArchive
@@ -184,6 +195,7 @@ class Recall:
         self._units: list[_Unit] = []
         self._by_rid: dict[str, int] = {}
         self._header_tokens: int | None = None
+        self._window: weakref.ref[object] | None = None
         self._embedder_tokenizer: Tokenizer | None = None
         #: Retrieval ids of groups read from the store that a restored window holds.
         self._restored: set[str] = set()
@@ -191,8 +203,19 @@ class Recall:
         self._journal: list[tuple[int, int | None, int | None]] = []
         #: Number of search calls (each user message is one).
         self.searches = 0
-        for rid, messages in stored:
-            self._append(rid, messages, None, None)
+        #: With a user embedder: every group's embedding, one row per group (rows beyond
+        #: ``len(self._units)`` are unused capacity).
+        self._matrix: npt.NDArray[np.float32] | None = None
+        fresh = [position for rid, messages in stored if (position := self._append(rid, messages, None, None)) >= 0]
+        self._embed_rows(fresh)
+
+    def _attach(self, window: object) -> None:
+        """Binds this recall to one window (its transactions keep the archive consistent);
+        :class:`InvalidArgumentError` if another live window has it."""
+        owner = self._window() if self._window is not None else None
+        if owner is not None and owner is not window:
+            raise InvalidArgumentError("this Recall belongs to another window; give each window its own")
+        self._window = weakref.ref(window)
 
     # --- the archive ---------------------------------------------------------------------------
 
@@ -203,32 +226,65 @@ class Recall:
         return (f"Recall(max_tokens={self.max_tokens}, k={self.k}, groups={len(self)}, "
                 f"store={type(self.store).__name__ if self.store is not None else None})")
 
-    def _append(self, rid: str, messages: list[Message], seq: int | None, turn: int | None) -> None:
+    def _append(self, rid: str, messages: list[Message], seq: int | None, turn: int | None) -> int:
+        """Adds a group; returns its position, or -1 when it was archived already."""
         known = self._by_rid.get(rid)
-        if known is not None:  # archived again (it came back into a window): it is newer now
+        if known is not None:
             unit = self._units[known]
-            self._journal.append((known, unit.seq, unit.turn))
-            unit.seq, unit.turn = seq, turn
+            if seq is not None:  # archived again (it came back into a window): it is newer now
+                self._journal.append((known, unit.seq, unit.turn))
+                unit.seq, unit.turn = seq, turn
             self._restored.discard(rid)
-            return
+            return -1
         text = "\n".join(archive_text(m) for m in messages)
         self._index.add(text)  # its number is its position
         self._by_rid[rid] = len(self._units)
         self._units.append(_Unit(rid, messages, text, seq, turn))
+        return len(self._units) - 1
+
+    def _embed_rows(self, positions: list[int]) -> None:
+        """With a user embedder, embeds the new groups (one call) into the matrix."""
+        if self.embedder is None or not positions:
+            return
+        vectors = self._embed([self._units[i].text for i in positions])
+        needed = positions[-1] + 1
+        if self._matrix is None:
+            self._matrix = np.zeros((max(needed, 64), vectors.shape[1]), dtype=np.float32)
+        elif vectors.shape[1] != self._matrix.shape[1]:
+            raise InvalidArgumentError(
+                f"embedder returned dimension {vectors.shape[1]}, earlier {self._matrix.shape[1]}")
+        elif needed > self._matrix.shape[0]:
+            grown = np.zeros((max(needed, 2 * self._matrix.shape[0]), self._matrix.shape[1]), dtype=np.float32)
+            grown[: self._matrix.shape[0]] = self._matrix
+            self._matrix = grown
+        self._matrix[positions] = vectors
 
     def ingest(self, groups: Iterable[tuple[Sequence[Message], int | None, int | None]]) -> list[str]:
         """Archives groups ``(messages, seq of the first message, turn)``, oldest first; returns
         their retrieval ids. A group archived already is not stored twice."""
-        ids = []
+        count, journal = len(self._units), len(self._journal)
+        try:
+            return self._ingest(groups)
+        except BaseException:
+            self._undo(count, journal)  # nothing archived in memory (a store keeps its copies)
+            raise
+
+    def _ingest(self, groups: Iterable[tuple[Sequence[Message], int | None, int | None]]) -> list[str]:
+        ids, fresh = [], []
         for messages, seq, turn in groups:
             copies = [dict(m) for m in messages]
+            if not copies:
+                raise InvalidArgumentError("a recall group holds at least one message")
             rid = retrieval_id(copies)
             if rid not in self._by_rid:
                 stored = self.archive.put(copies)
                 if stored != rid:
                     raise InvalidArgumentError(f"the recall archive stored a group as {stored!r}, expected {rid!r}")
-            self._append(rid, copies, seq, turn)
+            position = self._append(rid, copies, seq, turn)
+            if position >= 0:
+                fresh.append(position)
             ids.append(rid)
+        self._embed_rows(fresh)
         return ids
 
     def _mark(self) -> tuple[int, frozenset[str]]:
@@ -240,15 +296,20 @@ class Recall:
         """Forgets the groups archived since ``mark`` (a store keeps its copies: groups are
         content-addressed, so they are harmless duplicates of what the window holds)."""
         count, restored = mark
+        self._undo(count, 0)
+        self._restored = set(restored)
+
+    def _undo(self, count: int, journal: int) -> None:
+        """Forgets the groups beyond the first ``count`` and the re-archivings journalled
+        beyond ``journal`` (matrix rows beyond ``count`` become unused capacity)."""
         for unit in self._units[count:]:
             del self._by_rid[unit.rid]
         del self._units[count:]
         self._index.truncate(count)
-        for position, seq, turn in reversed(self._journal):
+        for position, seq, turn in reversed(self._journal[journal:]):
             if position < count:
                 self._units[position].seq, self._units[position].turn = seq, turn
-        self._journal.clear()
-        self._restored = set(restored)
+        del self._journal[journal:]
 
     def get(self, rid: str) -> list[Message] | None:
         """Copies of the archived group with that retrieval id, or None."""
@@ -291,6 +352,8 @@ class Recall:
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be a str, not {type(query).__name__}")
         self.searches += 1
+        if self.embedder is not None:
+            return self._rank_hybrid(query, excluded)
         candidates = [i for i in self._lexical(query, self.candidates) if not excluded(self._units[i])]
         if not candidates:
             return []
@@ -310,6 +373,8 @@ class Recall:
             candidates = [i for i in candidates if self._overlap(self._units[i], wanted, total) >= self.min_overlap]
             if not candidates:
                 return []
+        if not self.fusion:
+            return [(i, 1.0 / (_RRF_K + rank)) for rank, i in enumerate(candidates)]
         missing = [i for i in candidates if self._units[i].embedding is None]
         if missing:
             vectors = self._embed([self._units[i].text for i in missing])
@@ -323,6 +388,32 @@ class Recall:
         dense_rank[np.argsort(-similarity, kind="stable")] = np.arange(len(candidates))
         fused = [(1.0 / (_RRF_K + lexical) + 1.0 / (_RRF_K + int(dense_rank[lexical])), i)
                  for lexical, i in enumerate(candidates)]
+        fused.sort(key=lambda pair: (-pair[0], -pair[1]))
+        return [(i, score) for score, i in fused]
+
+    def _rank_hybrid(self, query: str, excluded: Callable[[_Unit], bool]) -> list[tuple[int, float]]:
+        """With a user embedder: the union of the best lexical and the best dense matches over
+        every group, fused by reciprocal rank (a group missing from one list ranks last there)."""
+        count = len(self._units)
+        if count == 0 or self._matrix is None:
+            return []
+        lexical = [i for i in self._lexical(query, self.candidates) if not excluded(self._units[i])]
+        query_vector = self._embed([query])[0]
+        if query_vector.shape[0] != self._matrix.shape[1]:
+            raise InvalidArgumentError(
+                f"embedder returned dimension {query_vector.shape[0]}, earlier {self._matrix.shape[1]}")
+        similarity = self._matrix[:count] @ query_vector
+        best = np.argsort(-similarity, kind="stable")  # ties: the older first, reversed below
+        dense: list[int] = []
+        for position in best:
+            if len(dense) >= self.candidates:
+                break
+            if not excluded(self._units[int(position)]):
+                dense.append(int(position))
+        lexical_rank = {i: r for r, i in enumerate(lexical)}
+        dense_rank = {i: r for r, i in enumerate(dense)}
+        fused = [(1.0 / (_RRF_K + lexical_rank.get(i, len(lexical))) + 1.0 / (_RRF_K + dense_rank.get(i, len(dense))), i)
+                 for i in dict.fromkeys(lexical + dense)]
         fused.sort(key=lambda pair: (-pair[0], -pair[1]))
         return [(i, score) for score, i in fused]
 

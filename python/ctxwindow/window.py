@@ -34,6 +34,10 @@ summarizer's timeout). Async agents call :meth:`ContextWindow.aadd` / :meth:`aco
 await async summarizers on the caller's event loop (a timeout cancels the call) and run sync
 ones in a worker thread.
 
+With ``recall=Recall(...)`` (:mod:`ctxwindow.recall`) the messages a compaction removes are
+archived for recall, and each user message brings the most relevant of them back as one system
+message within the ``memory_injection`` budget.
+
 A window belongs to one agent loop: it is not meant to be called from several threads at once
 (guard it with a lock if you must share it). A call made while one of its operations is in
 progress (from a strategy, a summarizer, or another coroutine during ``aadd``) raises
@@ -268,6 +272,8 @@ class ContextWindow:
             raise ContextOverflowError(needed, self.prompt_budget,
                                        "the system prompt, context and tool definitions alone"
                                        + (" with room for recall's max_tokens" if recall is not None else ""))
+        if recall is not None:
+            recall._attach(self)
 
     # --- configuration -------------------------------------------------------------------
 
@@ -489,8 +495,10 @@ class ContextWindow:
                  self.standing_instructions.snapshot(), self._held)
         after, self._after = self._after, []
         self._archived = {}
-        recall_mark = self.recall._mark() if self.recall is not None else None
-        self._recall_pending, self._recall_query = [], None
+        recall_mark = None
+        if self.recall is not None:
+            recall_mark = self.recall._mark()
+            self._recall_pending, self._recall_query = [], None
         try:
             result = body()
             # Last steps: the originals the applied plans archived (nothing was stored before),
@@ -502,7 +510,7 @@ class ContextWindow:
         except BaseException as error:
             if self.recall is not None and recall_mark is not None:
                 self.recall._rollback(recall_mark)
-            self._recall_pending, self._recall_query = [], None
+                self._recall_pending, self._recall_query = [], None
             self._store.rollback(savepoint)
             (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
              self.last_compaction, self._overheads, notes, self.settings, instructions, self._held) = saved
