@@ -178,35 +178,40 @@ def oracle_control(log: Callable[[str], None]) -> dict[str, Any]:
 
 
 def cost(log: Callable[[str], None]) -> dict[str, Any]:
-    """Per user message: the window's add with and without recall, at 10^3..10^5 archived."""
+    """Per user message: the window's add with and without recall, at 10^3..10^5 archived, with
+    the archive in memory (native BM25) and in a SQLite store (FTS5)."""
     questions = load("longmemeval_s_subset.json.gz")
     turns = [{"role": t["role"], "content": t["content"]} for q in questions for s in q["haystack_sessions"] for t in s]
     queries = [q["question"] for q in questions]
     out: dict[str, Any] = {}
-    for archived in (1_000, 10_000, 100_000):
-        recall = Recall(max_tokens=1_875)
-        groups = [([turns[i % len(turns)] | {"content": f"{turns[i % len(turns)]['content']} #{i}"}], i, i)
-                  for i in range(archived)]
-        recall.ingest(groups)
-        window = ContextWindow("gpt-4o", max_tokens=8_000, reserve_output=500, strategies=[], recall=recall,
-                               instructions=False)
-        plain = ContextWindow("gpt-4o", max_tokens=8_000, reserve_output=500, strategies=[], instructions=False)
-        timings: dict[str, list[float]] = {"recall": [], "plain": []}
-        for round_ in range(400):
-            query = queries[round_ % len(queries)]
-            for name, target in (("recall", window), ("plain", plain)):
-                started = time.perf_counter()
-                target.add({"role": "user", "content": query})
-                timings[name].append(time.perf_counter() - started)
-                target.add({"role": "assistant", "content": "ok"})
-        row: dict[str, Any] = {}
-        for name, values in timings.items():
-            values.sort()
-            row[name] = {"median_ms": statistics.median(values) * 1e3, "p99_ms": values[int(0.99 * len(values))] * 1e3}
-        row["recall_only_median_ms"] = row["recall"]["median_ms"] - row["plain"]["median_ms"]
-        out[str(archived)] = row
-        log(f"{archived:>7} archived: add with recall median {row['recall']['median_ms']:.3f} ms "
-            f"p99 {row['recall']['p99_ms']:.3f} ms; without {row['plain']['median_ms']:.3f} ms")
+    for backend in ("memory", "sqlite"):
+        for archived in (1_000, 10_000, 100_000):
+            store = SQLiteCheckpointStore(Path(tempfile.mkdtemp(prefix="ctxwindow-recall-")) / "s.db") \
+                if backend == "sqlite" else None
+            recall = Recall(max_tokens=1_875, store=store)
+            # Distinct groups: the history's turns, repeated with a number where there are fewer.
+            groups = [([turns[i % len(turns)] | {"content": f"{turns[i % len(turns)]['content']} #{i}"}], i, i)
+                      for i in range(archived)]
+            recall.ingest(groups)
+            window = ContextWindow("gpt-4o", max_tokens=8_000, reserve_output=500, strategies=[], recall=recall,
+                                   instructions=False)
+            plain = ContextWindow("gpt-4o", max_tokens=8_000, reserve_output=500, strategies=[], instructions=False)
+            timings: dict[str, list[float]] = {"recall": [], "plain": []}
+            for round_ in range(400):
+                query = queries[round_ % len(queries)]
+                for name, target in (("recall", window), ("plain", plain)):
+                    started = time.perf_counter()
+                    target.add({"role": "user", "content": query})
+                    timings[name].append(time.perf_counter() - started)
+                    target.add({"role": "assistant", "content": "ok"})
+            row: dict[str, Any] = {}
+            for name, values in timings.items():
+                values.sort()
+                row[name] = {"median_ms": statistics.median(values) * 1e3,
+                             "p99_ms": values[int(0.99 * len(values))] * 1e3}
+            out[f"{backend}/{archived}"] = row
+            log(f"{backend:>6} {archived:>7} archived: add with recall median {row['recall']['median_ms']:.3f} ms "
+                f"p99 {row['recall']['p99_ms']:.3f} ms; without {row['plain']['median_ms']:.3f} ms")
     return out
 
 
@@ -248,8 +253,9 @@ def table(report: dict[str, Any]) -> list[list[str]]:
         oracle = report["oracle"]
         rows.append(["oracle histories (control), 64k FIFO: turns / sessions",
                      f"{percent(oracle['turns'])} / {percent(oracle['sessions'])}", "", "must be 100%"])
-    for archived, row in report.get("cost", {}).items():
-        rows.append([f"add a user message, {int(archived):,} archived: with recall (median / p99)",
+    for key, row in report.get("cost", {}).items():
+        backend, archived = key.split("/")
+        rows.append([f"add a user message, {int(archived):,} archived ({backend}): with recall (median / p99)",
                      f"{row['recall']['median_ms']:.3f} / {row['recall']['p99_ms']:.3f} ms", "",
                      f"without recall {row['plain']['median_ms']:.3f} / {row['plain']['p99_ms']:.3f} ms"])
     return rows

@@ -745,6 +745,13 @@ class _StoreArchive:
             raise InvalidArgumentError("an archive group is a non-empty sequence of message dicts")
         return self.store._put_groups(self.session_id, [messages])[0][0]
 
+    def put_many(self, groups: Sequence[Sequence[Message]]) -> list[str]:
+        """Stores groups in one transaction (each a non-empty sequence of messages); returns
+        their retrieval ids."""
+        if not all(isinstance(g, Sequence) and not isinstance(g, (str, bytes)) and g for g in groups):
+            raise InvalidArgumentError("an archive group is a non-empty sequence of message dicts")
+        return [rid for rid, _ in self.store._put_groups(self.session_id, groups)] if groups else []
+
     def get(self, retrieval_id: str) -> list[Message] | None:
         """The group stored under ``retrieval_id`` in this session, or None."""
         return self.store._get_group(self.session_id, retrieval_id)

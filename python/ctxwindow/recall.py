@@ -270,22 +270,23 @@ class Recall:
             raise
 
     def _ingest(self, groups: Iterable[tuple[Sequence[Message], int | None, int | None]]) -> list[str]:
-        ids, fresh = [], []
+        prepared = []
         for messages, seq, turn in groups:
             copies = [dict(m) for m in messages]
             if not copies:
                 raise InvalidArgumentError("a recall group holds at least one message")
-            rid = retrieval_id(copies)
-            if rid not in self._by_rid:
-                stored = self.archive.put(copies)
-                if stored != rid:
-                    raise InvalidArgumentError(f"the recall archive stored a group as {stored!r}, expected {rid!r}")
-            position = self._append(rid, copies, seq, turn)
-            if position >= 0:
-                fresh.append(position)
-            ids.append(rid)
+            prepared.append((retrieval_id(copies), copies, seq, turn))
+        new = {rid: copies for rid, copies, _, _ in prepared if rid not in self._by_rid}
+        if new:  # stored first (one transaction in a store), so a failure archives nothing here
+            put_many = getattr(self.archive, "put_many", None)
+            stored = put_many(list(new.values())) if callable(put_many) else [self.archive.put(g) for g in new.values()]
+            for rid, got in zip(new, stored):
+                if got != rid:
+                    raise InvalidArgumentError(f"the recall archive stored a group as {got!r}, expected {rid!r}")
+        fresh = [position for rid, copies, seq, turn in prepared
+                 if (position := self._append(rid, copies, seq, turn)) >= 0]
         self._embed_rows(fresh)
-        return ids
+        return [rid for rid, _, _, _ in prepared]
 
     def _mark(self) -> tuple[int, frozenset[str]]:
         """A savepoint for :meth:`_rollback` (one at a time: a window's operations do not nest)."""
