@@ -12,8 +12,11 @@ items on Dask (a local cluster, or ``--scheduler ADDRESS``) and writes them with
 
 Formats: OpenAI chat JSON (a list of messages, or ``{"messages": [...]}``) or JSONL (one message a
 line), tau-bench JSON (a list of records with ``traj``; ``--index`` picks one), SWE-agent
-``.traj``, and conversation JSONL (one ``{"messages": [...]}`` per line, as the chitchat data;
-``--index`` picks one).
+``.traj``, conversation JSONL (one ``{"messages": [...]}`` per line, as the chitchat data;
+``--index`` picks one), Responses items, Anthropic messages, mini-swe-agent ``.traj.json`` and
+OpenHands completion logs (a file or a folder; see :mod:`ctxwindow.trajectories`). Records that
+are not chat messages are skipped and counted in the report; a file's ``tools`` are counted.
+``--estimate [CHARS]`` counts with an estimate for models without a public vocabulary.
 
 Errors (unreadable file, unknown format, malformed JSON, a budget too small for the protected
 content) print one line and exit with code 2.
@@ -352,7 +355,7 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
     rows = [
         ("source", f"{report.source} ({report.format})"),
         ("messages replayed / model calls", f"{report.messages} / {report.calls}"),
-        ("records skipped (not chat messages)", _skipped_text(report.skipped)),
+        ("skipped (not chat messages)", _skipped_text(report.skipped)),
         ("tool definitions", f"{report.tool_definitions} ({report.tool_definition_tokens:,} tokens)"),
         ("tokens sent, managed", f"{summary['tokens_sent_managed']:,}"),
         ("tokens sent, unmanaged", f"{summary['tokens_sent_unmanaged']:,}"),
