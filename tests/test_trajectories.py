@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from ctxwindow import ContextWindow, Tokenizer
 from ctxwindow.cli import load_conversation, load_trajectory, main
 from ctxwindow.errors import MalformedMessageError
+from ctxwindow.formats import responses_turns
 from ctxwindow.messages import to_responses
 from ctxwindow.tokenizer import HeuristicTokenizer
 from ctxwindow.trajectories import (
@@ -76,9 +77,10 @@ def _mini_swe_agent_responses(messages: list[dict[str, Any]]) -> list[dict[str, 
 @given(chat_histories())
 def test_mini_swe_agent_responses_runs_read_as_chat(messages: list[dict[str, Any]]) -> None:
     records = [*_mini_swe_agent_responses(messages), {"role": "exit", "content": "", "extra": {}}]
+    records.insert(1, {"object": "response", "output": [{"type": "web_search_call", "id": "ws_1", "status": "completed"}]})
     read = from_mini_swe_agent({"info": {"mini_version": "2.0.0"}, "messages": records})
     assert read.messages == messages
-    assert read.skipped == {"exit": 1}
+    assert read.skipped == {"exit": 1, "Responses item 'web_search_call'": 1}
     assert read.format == "mini-swe-agent trajectory (Responses items)"
 
 
@@ -105,6 +107,22 @@ def test_an_openhands_completion_log_reads_as_its_request_and_reply(messages: li
     assert read.messages[:-1] == log["messages"]  # the request as sent (text parts with cache markers)
     assert read.messages[-1] == messages[-1]  # the reply, without litellm's empty fields
     assert read.skipped == {} and read.tools is None
+
+
+@given(chat_histories())
+def test_an_openhands_responses_log_reads_as_instructions_input_and_output(messages: list[dict[str, Any]]) -> None:
+    system = [m for m in messages if m["role"] == "system"]
+    turns = responses_turns(to_responses([m for m in messages if m["role"] != "system"]))
+    tools = [{"type": "function", "name": "bash", "description": "run", "parameters": {"type": "object"}}]
+    log = {"context_window": 128_000, "llm_path": "responses", "instructions": system[0]["content"] if system else None,
+           "input": [i for turn in turns[:-1] for i in turn], "tools": tools, "kwargs": {},
+           "response": {"id": "resp_1", "object": "response", "output": list(turns[-1])},
+           "cost": 0.0, "timestamp": 1.0, "latency_sec": 0.5}
+    assert infer_trajectory(log) is not None
+    read = from_openhands_completion(log)
+    assert read.messages == messages
+    assert read.tools == tools and read.skipped == {}
+    assert read.format == "OpenHands completion log (Responses items)"
 
 
 def test_bad_records_that_claim_to_be_messages_get_typed_errors() -> None:

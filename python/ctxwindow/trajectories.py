@@ -68,6 +68,19 @@ def _no_none(item: Mapping[str, Any]) -> dict[str, Any]:
 _RESPONSES_KINDS = {"function_call", "function_call_output", "reasoning", "message"}
 
 
+def _chat_items(items: list[dict[str, Any]], out: Trajectory) -> list[dict[str, Any]]:
+    """The Responses items a chat conversation can hold; the rest (built-in tool calls, item
+    references...) skipped and counted."""
+    kept = []
+    for item in items:
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind in _RESPONSES_KINDS:
+            kept.append(item)
+        else:
+            out.skip(f"Responses item {kind!r}")
+    return kept
+
+
 def _is_responses_record(record: Mapping[str, Any]) -> bool:
     return record.get("object") == "response" or record.get("type") in _RESPONSES_KINDS
 
@@ -102,7 +115,7 @@ def from_mini_swe_agent(trajectory: Mapping[str, Any]) -> Trajectory:
             out.skip(f"role {role!r}" if role is not None else "record without a role")
     if responses:
         out.format += " (Responses items)"
-        out.messages = from_responses(items)
+        out.messages = from_responses(_chat_items(items, out))
     return out
 
 
@@ -155,7 +168,9 @@ def from_openhands_completion(log: Mapping[str, Any]) -> Trajectory:
         if not isinstance(items, list):
             raise MalformedMessageError("an OpenHands Responses log needs an 'input' list")
         output = reply.get("output") if reply is not None else None
-        out.messages = from_responses([*items, *(o for o in output or [] if isinstance(o, Mapping))])
+        request = [_no_none(i) for i in items if isinstance(i, Mapping)]
+        out.messages = from_responses(_chat_items(
+            [*request, *(_no_none(o) for o in output or [] if isinstance(o, Mapping))], out))
         instructions = log.get("instructions")
         if isinstance(instructions, str) and instructions:
             out.messages.insert(0, {"role": "system", "content": instructions})
