@@ -18,7 +18,7 @@ from ctxwindow import ContextWindow, Tokenizer
 from ctxwindow.cli import load_conversation, load_trajectory, main
 from ctxwindow.errors import MalformedMessageError
 from ctxwindow.formats import responses_turns
-from ctxwindow.messages import to_responses
+from ctxwindow.messages import to_anthropic, to_responses
 from ctxwindow.tokenizer import HeuristicTokenizer
 from ctxwindow.trajectories import (
     from_mini_swe_agent,
@@ -123,6 +123,26 @@ def test_an_openhands_responses_log_reads_as_instructions_input_and_output(messa
     assert read.messages == messages
     assert read.tools == tools and read.skipped == {}
     assert read.format == "OpenHands completion log (Responses items)"
+
+
+TOOLS = st.lists(st.from_regex(r"[a-z][a-z_]{0,12}", fullmatch=True), min_size=1, max_size=4, unique=True)
+
+
+@given(chat_histories(), TOOLS)
+def test_the_tools_of_a_file_come_back_in_every_api_form(messages: list[dict[str, Any]], names: list[str]) -> None:
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    chat = [{"type": "function", "function": {"name": n, "description": n, "parameters": schema}} for n in names]
+    responses = [{"type": "function", "name": n, "description": n, "parameters": schema} for n in names]
+    anthropic = [{"name": n, "description": n, "input_schema": schema} for n in names]
+    read = infer_trajectory({"input": to_responses(messages), "tools": responses})
+    assert read is not None and read.tools == responses
+    system, turns = to_anthropic(messages)
+    read = infer_trajectory({"system": system or "Be brief.", "messages": turns, "tools": anthropic})
+    assert read is not None and read.tools == anthropic
+    log = _openhands_log(messages, 1.0, chat)
+    assert from_openhands_completion(log).tools == chat
+    # The software agent SDK logs its own tool objects next to the request: not an API's form.
+    assert from_openhands_completion({**log, "kwargs": {}, "tools": [{"name": n, "kind": "Tool"} for n in names]}).tools is None
 
 
 def test_bad_records_that_claim_to_be_messages_get_typed_errors() -> None:
