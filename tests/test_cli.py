@@ -25,7 +25,7 @@ def test_replay_every_bundled_file(bundled: str, tmp_path: Path) -> None:
     done = run("replay", "--bundled", bundled, "--max-tokens", "6000", "--plot", str(plot), "--json", str(report))
     assert done.returncode == 0, done.stderr
     for line in ("tokens sent, managed", "tokens sent, unmanaged", "peak utilization", "overflows",
-                 "pairing check", "key-fact retention", "health alerts", "managing time per message"):
+                 "pairing check", "key-fact fidelity", "health alerts", "managing time per message"):
         assert line in done.stdout
     data = plot.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and 20_000 < len(data) < 2_000_000

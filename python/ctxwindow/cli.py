@@ -12,8 +12,11 @@ items on Dask (a local cluster, or ``--scheduler ADDRESS``) and writes them with
 
 Formats: OpenAI chat JSON (a list of messages, or ``{"messages": [...]}``) or JSONL (one message a
 line), tau-bench JSON (a list of records with ``traj``; ``--index`` picks one), SWE-agent
-``.traj``, and conversation JSONL (one ``{"messages": [...]}`` per line, as the chitchat data;
-``--index`` picks one).
+``.traj``, conversation JSONL (one ``{"messages": [...]}`` per line, as the chitchat data;
+``--index`` picks one), Responses items, Anthropic messages, mini-swe-agent ``.traj.json`` and
+OpenHands completion logs (a file or a folder; see :mod:`ctxwindow.trajectories`). Records that
+are not chat messages are skipped and counted in the report; a file's ``tools`` are counted.
+``--estimate [CHARS]`` counts with an estimate for models without a public vocabulary.
 
 Errors (unreadable file, unknown format, malformed JSON, a budget too small for the protected
 content) print one line and exit with code 2.
@@ -34,9 +37,9 @@ from typing import Any
 from ctxwindow import __version__
 from ctxwindow.errors import ContextOverflowError, CtxWindowError
 from ctxwindow.fidelity import key_fact_retention
-from ctxwindow.formats import infer_format
 from ctxwindow.health import HealthMonitor
 from ctxwindow.messages import Message, check_history, from_swe_agent, from_tau_bench, text_of, validate_message
+from ctxwindow.trajectories import Trajectory, infer_trajectory, read_openhands_folder, tools_of
 from ctxwindow.config import PROFILES, STRATEGY_TYPES, strategy_from_spec
 from ctxwindow.window import ContextWindow
 
@@ -50,6 +53,8 @@ FORMATS = (
     "conversation JSONL (one {\"messages\": [...]} per line, --index)",
     "Responses items JSON (a list of items or {\"input\": [...]})",
     "Anthropic messages JSON ({\"system\", \"messages\"} with content blocks)",
+    "mini-swe-agent .traj.json",
+    "OpenHands completion log (a JSON file, or a folder of them)",
 )
 
 BUNDLED = {
@@ -99,9 +104,9 @@ def load_conversation(path: str | Path, index: int = 0) -> tuple[str, list[Messa
         value = json.loads(raw)
     except json.JSONDecodeError as error:
         raise _json_error(name, error) from None
-    inferred = infer_format(value)  # Responses items, Anthropic messages
-    if inferred is not None:
-        return inferred
+    found = infer_trajectory(value)  # mini-swe-agent, OpenHands, Responses items, Anthropic messages
+    if found is not None:
+        return found.format, found.messages
     if isinstance(value, dict) and isinstance(value.get("history"), list) and "trajectory" in value:
         return "SWE-agent .traj", from_swe_agent(value)
     if isinstance(value, dict) and isinstance(value.get("traj"), list):
@@ -123,6 +128,28 @@ def _pick(values: list[Any], index: int, name: str) -> Any:
 
 def _unknown(name: str) -> UsageError:
     return UsageError(f"{name}: unknown format; supported: {'; '.join(FORMATS)}")
+
+
+def load_trajectory(path: str | Path, index: int = 0) -> Trajectory:
+    """Reads a conversation file (or a folder of OpenHands completion logs) as
+    :func:`load_conversation` does, with the tool definitions the file holds and the records
+    that are not chat messages, skipped and counted."""
+    if Path(path).is_dir():
+        try:
+            return read_openhands_folder(path)
+        except CtxWindowError as error:
+            raise UsageError(str(error)) from None
+    value: Any = None
+    if not str(path).endswith(".jsonl"):
+        try:
+            value = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            value = None  # load_conversation says what is wrong
+        found = infer_trajectory(value) if value is not None else None
+        if found is not None:
+            return found
+    fmt, messages = load_conversation(path, index)
+    return Trajectory(fmt, messages, tools_of(value.get("tools")) if isinstance(value, dict) else None)
 
 
 def _bundled(which: str) -> Path:
@@ -155,6 +182,13 @@ class ReplayReport:
     fidelity_missing: list[str] = field(default_factory=list)
     evicted_messages: int = 0
     alerts: list[dict[str, Any]] = field(default_factory=list)
+    #: Records of the file that are not chat messages, skipped: kind -> count.
+    skipped: dict[str, int] = field(default_factory=dict)
+    tool_definitions: int = 0
+    tool_definition_tokens: int = 0
+    #: Key-fact fidelity of each compaction the health monitor saw (the figure of its alert).
+    compaction_fidelity: list[float] = field(default_factory=list)
+    fidelity_threshold: float = 0.75
 
     def summary(self) -> dict[str, Any]:
         managed, unmanaged = sum(self.sent_managed), sum(self.sent_unmanaged)
@@ -169,7 +203,16 @@ class ReplayReport:
             "peak_utilization": max(self.utilization, default=0.0),
             "overflows": self.overflows, "pairing_ok": self.pairing_ok,
             "evicted_messages": self.evicted_messages,
-            "key_fact_retention": self.fidelity,
+            # The one fidelity figure, as the health alerts quote it: the lowest key-fact fidelity
+            # of a compaction (None without compactions).
+            "key_fact_fidelity": min(self.compaction_fidelity, default=None),
+            "key_fact_fidelity_threshold": self.fidelity_threshold,
+            "compaction_fidelity": self.compaction_fidelity,
+            "compactions_below_fidelity_threshold": sum(f < self.fidelity_threshold for f in self.compaction_fidelity),
+            "key_facts_in_final_prompt": self.fidelity,
+            "skipped_records": self.skipped,
+            "tool_definitions": self.tool_definitions,
+            "tool_definition_tokens": self.tool_definition_tokens,
             "manage_us_p50": statistics.median(times),
             "manage_us_p99": times[min(len(times) - 1, int(0.99 * len(times)))],
             "events": self.events,
@@ -191,6 +234,19 @@ def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
 
     window.events.on("on_zone_change", zone_change)
     health = HealthMonitor(window)
+    report.fidelity_threshold = health.thresholds.fidelity
+    observed_compactions = window.compactions
+
+    def observe() -> None:
+        nonlocal observed_compactions
+        snapshot, alerts = health.observe()
+        for alert in alerts:
+            report.alerts.append({"call": report.calls, "level": alert.level, "metric": alert.metric,
+                                  "message": alert.message})
+        if window.compactions != observed_compactions and snapshot.fidelity is not None:
+            report.compaction_fidelity.append(snapshot.fidelity)
+        observed_compactions = window.compactions
+
     for message in messages:
         if message.get("role") == "system":
             continue
@@ -201,9 +257,7 @@ def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
             report.sent_unmanaged.append(unmanaged)
             report.utilization.append(usage.total / usage.budget)
             report.zones.append(usage.zone)
-            for alert in health.observe()[1]:
-                report.alerts.append({"call": report.calls, "level": alert.level, "metric": alert.metric,
-                                      "message": alert.message})
+            observe()
         started = time.perf_counter()
         try:
             window.add(message)
@@ -231,6 +285,8 @@ def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
             last_evicted, last_compactions = window.evicted_messages, window.compactions
         if progress is not None:
             progress()
+    if window.compactions != observed_compactions and not report.overflows:
+        observe()  # a compaction after the last model call
     report.evicted_messages = window.evicted_messages
     original = "\n".join(text_of(m) + "\n" + json.dumps(m.get("tool_calls") or "") for m in messages)
     kept = "\n".join(text_of(m) + "\n" + json.dumps(m.get("tool_calls") or "") for m in window.messages())
@@ -299,6 +355,8 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
     rows = [
         ("source", f"{report.source} ({report.format})"),
         ("messages replayed / model calls", f"{report.messages} / {report.calls}"),
+        ("skipped (not chat messages)", _skipped_text(report.skipped)),
+        ("tool definitions", f"{report.tool_definitions} ({report.tool_definition_tokens:,} tokens)"),
         ("tokens sent, managed", f"{summary['tokens_sent_managed']:,}"),
         ("tokens sent, unmanaged", f"{summary['tokens_sent_unmanaged']:,}"),
         ("tokens saved", f"{summary['tokens_saved']:,} ({summary['saved_fraction']:.0%})"),
@@ -306,7 +364,7 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
         ("overflows", str(report.overflows)),
         ("pairing check", "ok: every tool result with its call" if report.pairing_ok else "FAILED"),
         ("evicted messages", str(report.evicted_messages)),
-        ("key-fact retention", f"{report.fidelity:.0%}"),
+        ("key-fact fidelity", _fidelity_row(report)),
         ("health alerts", str(len(report.alerts))),
         ("managing time per message", f"p50 {summary['manage_us_p50']:.0f} us, p99 {summary['manage_us_p99']:.0f} us"),
     ]
@@ -318,6 +376,16 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
     console.print(table)
 
 
+def _fidelity_row(report: ReplayReport) -> str:
+    """The fidelity figure the health alerts use: the lowest key-fact fidelity of a compaction."""
+    figures = report.compaction_fidelity
+    if not figures:
+        return "no compaction"
+    below = sum(f < report.fidelity_threshold for f in figures)
+    return (f"{min(figures):.0%} (lowest of {len(figures)} compaction{'s' if len(figures) > 1 else ''}; "
+            f"{below} below the alert's {report.fidelity_threshold:.0%})")
+
+
 #: Parameters of the strategies named on the command line.
 STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
     "truncate_tool_results": {"max_chars": 2000},
@@ -325,14 +393,41 @@ STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _window_for(args: argparse.Namespace, system: str | None) -> ContextWindow:
+def _window_for(args: argparse.Namespace, system: str | None,
+                tools: list[dict[str, Any]] | None = None) -> ContextWindow:
     strategies = None
     if args.strategy:
         strategies = [strategy_from_spec({"type": name, **STRATEGY_DEFAULTS.get(name, {})})
                       for name in args.strategy]
     return ContextWindow(args.model, max_tokens=args.max_tokens, reserve_output=args.reserve_output,
                          system=system, strategies=strategies, profile=args.profile,
-                         preserve_recent=args.preserve_recent)
+                         preserve_recent=args.preserve_recent, tools=tools, tokenizer=_counter_for(args))
+
+
+def _counter_for(args: argparse.Namespace) -> Any:
+    """The token counter of ``--model``, or the estimate with ``--estimate``; a model without a
+    vocabulary gets an error offering the estimate."""
+    from ctxwindow.errors import UnknownEncodingError
+    from ctxwindow.tokenizer import HeuristicTokenizer, Tokenizer
+
+    if args.estimate is not None:
+        return HeuristicTokenizer(args.estimate)
+    try:
+        return Tokenizer.for_model(args.model)
+    except UnknownEncodingError:
+        raise UsageError(
+            f"no vocabulary for model {args.model!r} (Claude, Gemini and other models without a public "
+            f"tokenizer, or a name not known): add --estimate to count with an estimate of "
+            f"{ESTIMATE_CHARS_PER_TOKEN:g} characters per token (not exact; pass --estimate N for another "
+            f"ratio), or name a model with a public vocabulary, e.g. --model gpt-4o") from None
+
+
+#: Characters per token of ``--estimate`` without a value (the HeuristicTokenizer default).
+ESTIMATE_CHARS_PER_TOKEN = 4.0
+
+
+def _skipped_text(skipped: dict[str, int]) -> str:
+    return ", ".join(f"{count} {kind}" for kind, count in skipped.items()) or "none"
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -341,15 +436,19 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     console = Console()
     source = args.file or str(_bundled(args.bundled))
-    fmt, messages = load_conversation(source, args.index)
+    loaded = load_trajectory(source, args.index)
+    fmt, messages = loaded.format, loaded.messages
     if not args.file:
         fmt = f"bundled {args.bundled} trajectory, {fmt}"
         source = BUNDLED[args.bundled]
     for index, message in enumerate(messages):
         validate_message(message, index)
     system = next((text_of(m) for m in messages if m["role"] == "system"), None)
-    window = _window_for(args, system)
+    window = _window_for(args, system, loaded.tools)
     report = ReplayReport(source, fmt, args.model, args.max_tokens, args.reserve_output)
+    report.skipped = loaded.skipped
+    report.tool_definitions = len(loaded.tools or [])
+    report.tool_definition_tokens = window.usage.by_component["tool_definitions"]
     with Progress(console=console, transient=True, disable=args.quiet) as progress:
         task = progress.add_task("replaying", total=len(messages))
         replay(messages, window, report, lambda: progress.advance(task))
@@ -367,10 +466,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_count(args: argparse.Namespace) -> int:
-    from ctxwindow import Tokenizer
-
-    fmt, messages = load_conversation(args.file, args.index)
-    tokenizer = Tokenizer.for_model(args.model)
+    loaded = load_trajectory(args.file, args.index)
+    fmt, messages = loaded.format, loaded.messages
+    tokenizer = _counter_for(args)
+    tools = loaded.tools or []
+    tool_tokens = tokenizer.count(json.dumps(tools, ensure_ascii=False, sort_keys=True)) if tools else 0
     rows = []
     by_role: dict[str, int] = {}
     for index, message in enumerate(messages):
@@ -380,12 +480,13 @@ def _cmd_count(args: argparse.Namespace) -> int:
         rows.append({"index": index, "role": message["role"], "tokens": tokens,
                      "preview": " ".join(text_of(message).split())[:60]
                      or ", ".join(c["function"]["name"] for c in message.get("tool_calls") or [])})
-    total = tokenizer.count_messages(messages)
+    total = tokenizer.count_messages(messages) + tool_tokens
     components = {"system_prompt": by_role.get("system", 0) + by_role.get("developer", 0),
                   "message_history": by_role.get("user", 0) + by_role.get("assistant", 0),
-                  "tool_results": by_role.get("tool", 0), "reply_priming": 3}
+                  "tool_results": by_role.get("tool", 0), "tool_definitions": tool_tokens, "reply_priming": 3}
     result = {"file": args.file, "format": fmt, "model": args.model, "encoding": tokenizer.name,
-              "messages": rows, "by_role": by_role, "by_component": components, "total": total}
+              "exact": tokenizer.exact, "messages": rows, "by_role": by_role, "by_component": components,
+              "tool_definitions": len(tools), "skipped_records": loaded.skipped, "total": total}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -401,7 +502,11 @@ def _cmd_count(args: argparse.Namespace) -> int:
     console.print(table)
     console.print("per role: " + ", ".join(f"{role} {tokens:,}" for role, tokens in by_role.items()))
     console.print("per component: " + ", ".join(f"{name} {tokens:,}" for name, tokens in components.items()))
-    console.print(f"total prompt tokens: {total:,}")
+    if tools:
+        console.print(f"tool definitions: {len(tools)} ({tool_tokens:,} tokens)")
+    if loaded.skipped:
+        console.print(f"records skipped (not chat messages): {_skipped_text(loaded.skipped)}")
+    console.print(f"total prompt tokens: {total:,}" + ("" if tokenizer.exact else f" (an estimate: {tokenizer.name})"))
     return 0
 
 
@@ -445,6 +550,8 @@ def _parser() -> argparse.ArgumentParser:
     replay_cmd.add_argument("--bundled", choices=sorted(BUNDLED), default="tau-bench",
                             help="bundled trajectory to replay without FILE")
     replay_cmd.add_argument("--model", default="gpt-4o")
+    replay_cmd.add_argument("--estimate", type=float, nargs="?", const=ESTIMATE_CHARS_PER_TOKEN, metavar="CHARS",
+                            help="count with an estimate of CHARS characters per token (models without a vocabulary)")
     replay_cmd.add_argument("--max-tokens", type=int, default=4000)
     replay_cmd.add_argument("--reserve-output", type=int, default=0)
     replay_cmd.add_argument("--preserve-recent", type=int, default=4)
@@ -458,6 +565,8 @@ def _parser() -> argparse.ArgumentParser:
     count_cmd = commands.add_parser("count", help="exact tokens per message, role and component")
     count_cmd.add_argument("file")
     count_cmd.add_argument("--model", default="gpt-4o")
+    count_cmd.add_argument("--estimate", type=float, nargs="?", const=ESTIMATE_CHARS_PER_TOKEN, metavar="CHARS",
+                           help="count with an estimate of CHARS characters per token (models without a vocabulary)")
     count_cmd.add_argument("--index", type=int, default=0)
     count_cmd.add_argument("--json", action="store_true", help="print JSON")
     score_cmd = commands.add_parser("score", help="score (and select evictions from) a Parquet store of items on Dask")
