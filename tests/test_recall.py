@@ -65,11 +65,15 @@ def test_bm25_search_returns_documents_sharing_a_term_best_first_and_truncation_
             kept.add(" ".join(words))
     hits = index.search(" ".join(query), limit)
     matching = {i for i, words in enumerate(documents) if set(words) & set(query)}
-    assert {doc for doc, _ in hits} <= matching
+    assert {doc for doc, _, _ in hits} <= matching
     assert len(hits) == min(limit, len(matching))
-    scores = [score for _, score in hits]
+    scores = [score for _, score, _ in hits]
     assert scores == sorted(scores, reverse=True)
     assert all(score > 0 for score in scores)
+    wanted = set(query)
+    for doc, _, coverage in hits:
+        assert 0 < coverage <= 1
+        assert (coverage > 1 - 1e-5) == (wanted <= set(documents[doc]))
     index.truncate(keep)
     assert len(index) == min(keep, len(documents))
     assert index.search(" ".join(query), limit) == kept.search(" ".join(query), limit)
@@ -248,6 +252,10 @@ def test_validation() -> None:
         ContextWindow("gpt-4o", max_tokens=1000, reserve_output=0, recall=Recall(2_000))
     with pytest.raises(InvalidArgumentError):
         Recall(100).search("")
+    with pytest.raises(InvalidArgumentError, match="lexical"):
+        Recall(100, lexical="vector")
+    with pytest.raises(InvalidArgumentError, match="SQLiteCheckpointStore"):
+        Recall(100, lexical="fts5")
     bad_shape = Recall(100, embedder=lambda texts: np.ones(3))
     with pytest.raises(InvalidArgumentError, match="shape"):
         bad_shape.ingest([([LOCKER], None, None)])
@@ -347,3 +355,14 @@ def test_recall_brings_back_longmemeval_evidence_that_fifo_lost() -> None:
             found[name] += sum(content in text for content in evidence)
             assert window.usage.total <= window.usage.budget
     assert found["recall"] > found["fifo"]
+
+
+def test_fts5_lexical_search_of_a_sqlite_store(tmp_path: Any) -> None:
+    store = SQLiteCheckpointStore(tmp_path / "recall.db")
+    window = recall_window(recall=Recall(max_tokens=200, store=store, lexical="fts5"))
+    window.add(LOCKER)
+    window.add({"role": "assistant", "content": "Noted."})
+    chatter(window, 12)
+    window.add({"role": "user", "content": "What was my locker code?"})
+    block = block_of(window)
+    assert block is not None and "4417" in block

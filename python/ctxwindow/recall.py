@@ -18,9 +18,9 @@ What comes back:
 - the block changes only when a user message is added (a tool loop's calls keep the same
   prefix, so a provider's prompt cache survives them).
 
-Relevance: Okapi BM25 over the groups' words (:class:`ctxwindow._native.Bm25Index`; SQLite's
-FTS5 when the archive lives in a :class:`~ctxwindow.checkpoint.SQLiteCheckpointStore`) chooses
-``candidates`` groups; they are ranked by reciprocal-rank fusion of the BM25 rank and the cosine
+Relevance: Okapi BM25 over the groups' words (:class:`ctxwindow._native.Bm25Index`, in memory
+also when the archive lives in a store: SQLite's FTS5 is an option, ``lexical="fts5"``, slower and
+no better on LongMemEval) chooses ``candidates`` groups; they are ranked by reciprocal-rank fusion of the BM25 rank and the cosine
 similarity of the native hashed bag-of-pieces embedding (:meth:`Tokenizer.embed_many`); ties go
 to the newer group. A group is recalled only if it shares at least ``min_overlap`` of the query's
 content words (weighted by rarity), so a question about something never said recalls little. All
@@ -96,7 +96,6 @@ class _Unit:
     text: str
     seq: int | None
     turn: int | None
-    terms: frozenset[str] | None = None
     section: str | None = None
     section_tokens: int | None = None
     embedding: npt.NDArray[np.float32] | None = None
@@ -146,16 +145,19 @@ class Recall:
       whole archive join the lexical candidates (hybrid retrieval; the ``min_overlap`` filter
       does not apply). The native embedding only re-ranks the lexical candidates;
     - ``fusion``: False ranks by BM25 alone;
+    - ``lexical``: ``"native"`` (the in-memory BM25 index, always built) or ``"fts5"`` (SQLite's
+      full-text search of a :class:`~ctxwindow.checkpoint.SQLiteCheckpointStore`'s archive;
+      slower, and without the ``min_overlap`` filter: see the README's figures);
     - ``candidates``: how many lexical matches are ranked;
     - ``neighbours``: bring back the question a recalled answer answers, and the answer a
       recalled question got;
-    - ``min_overlap``: the share of the query's content words (weighted by rarity, idf) a group
-      must contain to be recalled, in [0, 1].
+    - ``min_overlap``: the share of the query's content words (weighted by rarity, idf; a word
+      never archived counts against) a group must contain to be recalled, in [0, 1].
     """
 
     def __init__(self, max_tokens: int, k: int = 8, store: Any = None, session_id: str = "default", *,
                  embedder: Embedder | None = None, candidates: int = 64, neighbours: bool = True,
-                 min_overlap: float = 0.1, fusion: bool = True) -> None:
+                 min_overlap: float = 0.2, fusion: bool = True, lexical: str = "native") -> None:
         self.max_tokens = _check_positive_int(max_tokens, "max_tokens", 16)
         self.k = _check_positive_int(k, "k")
         self.candidates = _check_positive_int(candidates, "candidates")
@@ -171,6 +173,14 @@ class Recall:
         if isinstance(min_overlap, bool) or not isinstance(min_overlap, (int, float)) \
                 or not 0.0 <= min_overlap <= 1.0:
             raise InvalidArgumentError(f"min_overlap must be a number in [0, 1], got {min_overlap!r}")
+        if lexical not in ("native", "fts5"):
+            raise InvalidArgumentError(f"lexical must be 'native' or 'fts5', got {lexical!r}")
+        if lexical == "fts5":
+            from ctxwindow.checkpoint import SQLiteCheckpointStore
+            if not isinstance(store, SQLiteCheckpointStore):
+                raise InvalidArgumentError("lexical='fts5' searches a SQLiteCheckpointStore: pass store=")
+        self.lexical = lexical
+        self._fts = lexical == "fts5"
         self.session_id = session_id
         self.embedder = embedder
         self.neighbours = neighbours
@@ -178,7 +188,6 @@ class Recall:
         self.min_overlap = float(min_overlap)
         self.store = store
         self.archive: MessageArchive
-        self._fts = False
         if store is None:
             self.archive = Archive()
             stored: list[tuple[str, list[Message]]] = []
@@ -189,8 +198,6 @@ class Recall:
                     f"store must be a checkpoint store with session_archive(), not {type(store).__name__}")
             self.archive = session_archive(session_id)
             stored = self.archive.groups()  # type: ignore[attr-defined]
-            from ctxwindow.checkpoint import SQLiteCheckpointStore
-            self._fts = isinstance(store, SQLiteCheckpointStore)
         self._index = Bm25Index()
         self._units: list[_Unit] = []
         self._by_rid: dict[str, int] = {}
@@ -334,19 +341,15 @@ class Recall:
         return self._embedder_tokenizer.embed_many(texts, _DIM)
 
     def _lexical(self, query: str, limit: int) -> list[int]:
-        """Unit positions of the best lexical matches, best first."""
+        """Unit positions of the best lexical matches, best first; with the native index, only
+        those covering at least ``min_overlap`` of the query."""
         if self._fts:
             words = Bm25Index.terms(query, stem=False)
             if not words:
                 return []
             hits = self.archive.search(" ".join(dict.fromkeys(words)), limit)
             return [self._by_rid[rid] for rid, _ in hits if rid in self._by_rid]
-        return [doc for doc, _ in self._index.search(query, limit)]
-
-    def _overlap(self, unit: _Unit, wanted: dict[str, float], total: float) -> float:
-        if unit.terms is None:
-            unit.terms = frozenset(Bm25Index.terms(unit.text))
-        return sum(weight for term, weight in wanted.items() if term in unit.terms) / total
+        return [doc for doc, _, coverage in self._index.search(query, limit) if coverage >= self.min_overlap]
 
     def _rank(self, query: str, excluded: Callable[[_Unit], bool]) -> list[tuple[int, float]]:
         """``(unit position, fused score)`` of the units that may be recalled, best first."""
@@ -358,22 +361,6 @@ class Recall:
         candidates = [i for i in self._lexical(query, self.candidates) if not excluded(self._units[i])]
         if not candidates:
             return []
-        query_terms = Bm25Index.terms(query)
-        if query_terms and self.min_overlap > 0.0:
-            documents = max(len(self._index), 1)
-            # Rarity weights from the candidates themselves (cheap, and what matters here).
-            frequency: dict[str, int] = {}
-            for i in candidates:
-                unit = self._units[i]
-                if unit.terms is None:
-                    unit.terms = frozenset(Bm25Index.terms(unit.text))
-                for term in set(query_terms) & unit.terms:
-                    frequency[term] = frequency.get(term, 0) + 1
-            wanted = {t: math.log(1.0 + documents / (1.0 + frequency.get(t, 0))) for t in set(query_terms)}
-            total = sum(wanted.values())
-            candidates = [i for i in candidates if self._overlap(self._units[i], wanted, total) >= self.min_overlap]
-            if not candidates:
-                return []
         if not self.fusion:
             return [(i, 1.0 / (_RRF_K + rank)) for rank, i in enumerate(candidates)]
         missing = [i for i in candidates if self._units[i].embedding is None]

@@ -14,7 +14,7 @@
 //! let deploy = index.add("We deploy to eu-west-1 on Fridays");
 //! index.add("The cat sat on the mat");
 //! let hits = index.search("which region do deployments go to? eu-west", 5);
-//! assert_eq!(hits[0].0, deploy);
+//! assert_eq!(hits[0].document, deploy);
 //! ```
 
 use rustc_hash::FxHashMap;
@@ -88,6 +88,17 @@ pub fn words(text: &str, stem: bool) -> Vec<String> {
     out
 }
 
+/// One search result.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    /// The document's number.
+    pub document: usize,
+    /// Its Okapi BM25 score.
+    pub score: f32,
+    /// The idf-weighted share of the query's distinct terms it contains, in [0, 1].
+    pub coverage: f32,
+}
+
 /// An append-only BM25 index (see the module documentation).
 #[derive(Debug, Default, Clone)]
 pub struct Bm25Index {
@@ -156,46 +167,60 @@ impl Bm25Index {
         self.lengths.is_empty()
     }
 
-    /// The `limit` best documents for `query`, as `(document, score)`, best first (ties: newer
-    /// first). Documents sharing no term with the query are not returned. The work is the
-    /// length of the query terms' postings.
-    pub fn search(&self, query: &str, limit: usize) -> Vec<(usize, f32)> {
+    /// The `limit` best documents for `query`, best first (ties: newer first), each with its
+    /// BM25 score and its coverage of the query: the idf-weighted share of the query's distinct
+    /// terms it contains (a term the index has never seen weighs as a term of one document).
+    /// Documents sharing no term with the query are not returned. The work is the length of the
+    /// query terms' postings.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
         let documents = self.lengths.len();
         if limit == 0 || documents == 0 {
             return Vec::new();
         }
-        let mut wanted: Vec<u32> = terms(query)
-            .iter()
-            .filter_map(|t| self.ids.get(t.as_str()).copied())
-            .collect();
+        let mut wanted = terms(query);
         wanted.sort_unstable();
         wanted.dedup();
         let n = documents as f32;
+        let idf = |df: f32| (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
         let average = (self.total_length as f32 / n).max(1.0);
         let mut scores = vec![0.0f32; documents];
+        let mut covered = vec![0.0f32; documents];
         let mut touched: Vec<u32> = Vec::new();
-        for term in wanted {
-            let postings = &self.postings[term as usize];
-            let df = postings.len() as f32;
-            if postings.is_empty() {
-                continue;
-            }
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        let mut weight = 0.0f32;
+        for term in &wanted {
+            let postings = match self.ids.get(term.as_str()) {
+                Some(&id) if !self.postings[id as usize].is_empty() => &self.postings[id as usize],
+                _ => {
+                    weight += idf(1.0);
+                    continue;
+                }
+            };
+            let term_idf = idf(postings.len() as f32);
+            weight += term_idf;
             for &(doc, tf) in postings {
                 let tf = tf as f32;
                 let norm = K1 * (1.0 - B + B * self.lengths[doc as usize] as f32 / average);
-                let score = &mut scores[doc as usize];
-                if *score == 0.0 {
+                let slot = doc as usize;
+                if scores[slot] == 0.0 {
                     touched.push(doc);
                 }
-                *score += idf * tf * (K1 + 1.0) / (tf + norm);
+                scores[slot] += term_idf * tf * (K1 + 1.0) / (tf + norm);
+                covered[slot] += term_idf;
             }
         }
-        let mut ranked: Vec<(usize, f32)> = touched
+        let mut ranked: Vec<Hit> = touched
             .into_iter()
-            .map(|d| (d as usize, scores[d as usize]))
+            .map(|d| Hit {
+                document: d as usize,
+                score: scores[d as usize],
+                coverage: (covered[d as usize] / weight).min(1.0),
+            })
             .collect();
-        let order = |a: &(usize, f32), b: &(usize, f32)| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0));
+        let order = |a: &Hit, b: &Hit| {
+            b.score
+                .total_cmp(&a.score)
+                .then(b.document.cmp(&a.document))
+        };
         if ranked.len() > limit {
             ranked.select_nth_unstable_by(limit - 1, order);
             ranked.truncate(limit);
@@ -231,10 +256,14 @@ mod tests {
         index.add("apple cherry");
         index.add("apple");
         let hits = index.search("cherry apple", 10);
-        assert_eq!(hits[0].0, 1);
+        assert_eq!(hits[0].document, 1);
+        assert!((hits[0].coverage - 1.0).abs() < 1e-6);
+        assert!(hits[2].coverage < 0.5); // "apple" alone: the common term
         assert_eq!(hits.len(), 3);
         let ties = index.search("banana cherry", 10);
-        assert_eq!(ties.iter().map(|h| h.0).collect::<Vec<_>>(), [1, 0]);
+        assert_eq!(ties.iter().map(|h| h.document).collect::<Vec<_>>(), [1, 0]);
+        let unseen = index.search("cherry zebra", 10);
+        assert!(unseen[0].coverage < 0.6); // a word never said weighs against
     }
 
     #[test]

@@ -32,14 +32,15 @@ impl PyBm25Index {
         Ok(())
     }
 
-    /// The `limit` best documents for `query`: `(document, score)` pairs, best first (ties:
-    /// newer first); documents sharing no term with the query are left out.
+    /// The `limit` best documents for `query`: `(document, score, coverage)`, best first (ties:
+    /// newer first); coverage is the idf-weighted share of the query's distinct terms the
+    /// document contains. Documents sharing no term with the query are left out.
     fn search(
         &self,
         py: Python<'_>,
         query: &Bound<'_, PyAny>,
         limit: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<(usize, f32)>> {
+    ) -> PyResult<Vec<(usize, f32, f32)>> {
         let query = extract_text(query, "query")?;
         let limit = extract_count(limit, "limit")?;
         let limit = usize::try_from(limit).map_err(|_| {
@@ -50,7 +51,11 @@ impl PyBm25Index {
             )
         })?;
         let inner = &self.inner;
-        Ok(py.detach(|| inner.search(&query, limit)))
+        let hits = py.detach(|| inner.search(&query, limit));
+        Ok(hits
+            .into_iter()
+            .map(|h| (h.document, h.score, h.coverage))
+            .collect())
     }
 
     /// The index terms of `text` (lowercased, function words and single letters dropped,
