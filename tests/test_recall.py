@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import gzip
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -231,10 +232,22 @@ def test_placeholder_ids_resolve_through_the_recall_tool() -> None:
 
 
 def test_validation() -> None:
+    bad: dict[str, Any]
     for bad in ({"max_tokens": 0}, {"max_tokens": 100, "k": 0}, {"max_tokens": 100, "min_overlap": 2},
-                {"max_tokens": 100, "candidates": 0}, {"max_tokens": True}, {"max_tokens": 100, "session_id": ""}):
+                {"max_tokens": 100, "candidates": 0}, {"max_tokens": 100, "session_id": ""}):
         with pytest.raises(InvalidArgumentError):
             Recall(**bad)
+    for bad in ({"max_tokens": True}, {"max_tokens": "200"}, {"max_tokens": 100, "session_id": None},
+                {"max_tokens": 100, "min_overlap": "x"}, {"max_tokens": 100, "lexical": 3}):
+        with pytest.raises(InvalidTypeError):
+            Recall(**bad)
+    with pytest.raises(InvalidTypeError):
+        Recall(100).search(3)  # type: ignore[arg-type]
+    for name in ("has space!", "", "x" * 65):
+        with pytest.raises(InvalidArgumentError):
+            Recall.tool_schema(name)
+    with pytest.raises(InvalidArgumentError):
+        parse_recall_arguments("[" * 100_000 + "]" * 100_000)
     with pytest.raises(InvalidTypeError):
         Recall(100, embedder=3)  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError):
@@ -318,7 +331,7 @@ def test_recall_survives_a_restart_with_a_store(open_database: Callable[[], Data
     archived = len(window.recall) if window.recall is not None else 0
     assert archived > 0
     if isinstance(store, SQLiteCheckpointStore):
-        assert store.session_archive("s1").groups()
+        assert store.session_archive("s1.recall").groups()
     again = open_database()  # a restart
     restored = recall_window(recall=Recall(max_tokens=200, store=again, session_id="s1"))
     assert restored.recall is not None and len(restored.recall) == archived
@@ -366,3 +379,86 @@ def test_fts5_lexical_search_of_a_sqlite_store(tmp_path: Any) -> None:
     window.add({"role": "user", "content": "What was my locker code?"})
     block = block_of(window)
     assert block is not None and "4417" in block
+
+
+# --- regressions -----------------------------------------------------------------------------------
+
+def test_what_a_rebuilt_or_reused_window_holds_is_not_injected() -> None:
+    ack = {"role": "assistant", "content": "Noted: 4417."}
+    history: list[dict[str, Any]] = [LOCKER, ack]
+    for i in range(12):
+        history += [{"role": "user", "content": f"Tell me owl fact {i}, briefly."},
+                    {"role": "assistant", "content": f"Owl fact {i}: owls turn their heads far. " * 3}]
+    window = recall_window()
+    window.sync(history + [{"role": "user", "content": "anything"}])
+    window.sync([LOCKER, ack, {"role": "user", "content": "What was my locker code?"}])  # a rebuild
+    block = block_of(window) or ""
+    assert LOCKER["content"] in [m["content"] for m in window.messages()] and LOCKER["content"] not in block
+    # The same question again, verbatim: it is in the window, so it is not injected.
+    window = recall_window()
+    window.add(LOCKER)
+    window.add(ack)
+    chatter(window, 12)
+    window.add(dict(LOCKER))
+    assert f"user: {LOCKER['content']}" not in (block_of(window) or "")
+    # A Recall handed on to a new window (the first is gone): its groups come back there.
+    recall = Recall(250)
+    first = recall_window(recall=recall)
+    first.add(LOCKER)
+    first.add(ack)
+    chatter(first, 12)
+    del first
+    gc.collect()
+    second = recall_window(recall=recall)
+    second.add({"role": "user", "content": "Hello there."})
+    second.add({"role": "assistant", "content": "Hi."})
+    second.add({"role": "user", "content": "What was my locker code?"})
+    assert "4417" in (block_of(second) or "")
+
+
+def test_neighbours_are_of_the_same_exchange_and_the_block_is_oldest_first() -> None:
+    window = recall_window(max_tokens=700, recall_tokens=250)
+    window.add(LOCKER)
+    window.add({"role": "assistant", "content": "Sure."}, pinned=True)
+    window.add({"role": "user", "content": "Which colour should the kitchen be?"}, pinned=True)
+    window.add({"role": "assistant", "content": "Paint the kitchen a deep green, it suits oak."})
+    chatter(window, 12)
+    window.add({"role": "user", "content": "What was my locker code?"})
+    block = block_of(window) or ""
+    assert "4417" in block and "deep green" not in block  # another turn's answer is no neighbour
+    turns = [int(t) for t in re.findall(r"\(turn (\d+)\)", block)]
+    assert turns == sorted(turns)
+
+
+def test_recall_groups_live_apart_from_the_archiver_in_a_store(tmp_path: Any) -> None:
+    path = tmp_path / "s.db"
+    store = SQLiteCheckpointStore(path)
+    window = recall_window(max_tokens=900, recall_tokens=300, recall=Recall(300, store=store, session_id="s1"))
+    window.events.on("on_evict", store.archiver("s1"))  # the README's archiver, same session
+    window.add({"role": "user", "content": "Check the warehouse inventory."})
+    window.add({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": '{"site": "warehouse"}'}}]})
+    window.add({"role": "tool", "tool_call_id": "c1", "content": "warehouse holds 312 crates of lanterns"})
+    window.add({"role": "assistant", "content": "312 crates."})
+    chatter(window, 14)
+    window.save_checkpoint(store, "goal", session_id="s1")
+    archived = len(window.recall) if window.recall is not None else 0
+    again = SQLiteCheckpointStore(path)
+    restarted = recall_window(max_tokens=900, recall_tokens=300, recall=Recall(300, store=again, session_id="s1"))
+    assert restarted.recall is not None and len(restarted.recall) == archived
+    restarted.resume(again, "s1")
+    restarted.add({"role": "user", "content": "How many lantern crates were in the warehouse inventory?"})
+    block = block_of(restarted) or ""
+    assert block.count("assistant calls inventory(") == 1 and block.count("312 crates of lanterns") == 1
+
+
+def test_the_recall_tool_answer_is_capped() -> None:
+    window = recall_window(max_tokens=2_000, recall_tokens=120)
+    window.add({"role": "user", "content": "lantern " * 300})
+    window.add({"role": "assistant", "content": "ok"})
+    window.add({"role": "user", "content": "short lantern note"})
+    window.add({"role": "assistant", "content": "ok"})
+    window.compact(force=True, target=0.05)
+    answer = window.handle_recall_call({"query": "lantern"})
+    assert "too long to show here" in answer and window.tokenizer.count(answer) < 300
+    assert window.handle_recall_call({"query": "zebra " * 1000}).endswith("...'.")

@@ -169,5 +169,7 @@ class Bm25Index:
         """``(document, score, coverage)`` of the best documents, best first (ties: newer
         first); coverage: the idf-weighted share of the query's distinct terms it contains."""
     @staticmethod
-    def terms(text: str, stem: bool = True) -> list[str]: ...
+    def terms(text: str, stem: bool | None = None) -> list[str]:
+        """The index terms of ``text``: lowercased words without function words and single
+        letters, plurals stemmed unless ``stem=False`` (None: stemmed)."""
     def __len__(self) -> int: ...

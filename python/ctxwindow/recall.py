@@ -28,9 +28,11 @@ of it is deterministic. With your own ``embedder`` (a semantic model), retrieval
 best dense matches over the whole archive join the lexical ones, so a group that shares no word
 with the query can come back.
 
-With ``store=`` the archive is that store's (``store.session_archive(session_id)``), so recall
-survives a restart and :meth:`ContextWindow.resume`; the session's archived groups are read once
-when the :class:`Recall` is made. Without it the archive is in memory.
+With ``store=`` the groups are kept in that store (its session archive ``SESSION.recall``, apart
+from the window's placeholders), so recall survives a restart and :meth:`ContextWindow.resume`;
+the session's archived groups are read once when the :class:`Recall` is made. Without it the
+archive is in memory. A group is recognised as in the window by its messages' content, so
+nothing the window holds is injected, also after ``restore``, ``sync`` or a restart.
 
 >>> from ctxwindow import ContextWindow, Recall
 >>> window = ContextWindow("gpt-4o", max_tokens=600, reserve_output=0, preserve_recent=2,
@@ -48,9 +50,9 @@ True
 from __future__ import annotations
 
 import json
-import math
+import re
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +60,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxwindow._native import Bm25Index, Tokenizer
-from ctxwindow.archive import Archive, MessageArchive, archive_text, retrieval_id
+from ctxwindow.archive import MessageArchive, archive_text, retrieval_id
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["Recall", "RecallHit", "RECALL_HEADER", "render_group", "parse_recall_arguments"]
@@ -71,6 +73,10 @@ RECALL_HEADER = ("[Recalled from earlier in this conversation: messages that are
                  "chosen for the latest user message; oldest first]")
 #: The rank constant of reciprocal-rank fusion (the usual value).
 _RRF_K = 60
+#: The suffix of the store session that holds a session's recall groups.
+_NAMESPACE = ".recall"
+#: What an OpenAI function name may be.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The dimension of the native hashed embedding.
 _DIM = 256
 
@@ -96,9 +102,24 @@ class _Unit:
     text: str
     seq: int | None
     turn: int | None
+    keys: frozenset[MessageKey] = frozenset()
     section: str | None = None
     section_tokens: int | None = None
     embedding: npt.NDArray[np.float32] | None = None
+
+
+MessageKey = tuple[Any, ...]
+
+
+def message_key(message: Mapping[str, Any]) -> MessageKey:
+    """What identifies a message verbatim: role, content, tool call id and the ids of its tool
+    calls (cheap for text: Python caches a string's hash)."""
+    content = message.get("content")
+    if not isinstance(content, (str, type(None))):
+        content = json.dumps(content, sort_keys=True, ensure_ascii=False, default=repr)
+    calls = message.get("tool_calls") or ()
+    call_ids = tuple(str(c.get("id")) if isinstance(c, Mapping) else repr(c) for c in calls)
+    return (message.get("role"), content, message.get("tool_call_id"), call_ids)
 
 
 def render_group(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -127,7 +148,9 @@ def render_group(messages: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _check_positive_int(value: object, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < minimum:
         raise InvalidArgumentError(f"{name} must be an int >= {minimum}, got {value!r}")
     return value
 
@@ -161,7 +184,9 @@ class Recall:
         self.max_tokens = _check_positive_int(max_tokens, "max_tokens", 16)
         self.k = _check_positive_int(k, "k")
         self.candidates = _check_positive_int(candidates, "candidates")
-        if not isinstance(session_id, str) or not session_id:
+        if not isinstance(session_id, str):
+            raise InvalidTypeError(f"session_id must be a str, not {type(session_id).__name__}")
+        if not session_id:
             raise InvalidArgumentError("session_id must be a non-empty str")
         if embedder is not None and not callable(embedder):
             raise InvalidTypeError(f"embedder must be callable(list[str]) -> array, not {type(embedder).__name__}")
@@ -170,9 +195,12 @@ class Recall:
                 raise InvalidTypeError(f"{name} must be a bool, not {type(flag).__name__}")
         if embedder is not None and not fusion:
             raise InvalidArgumentError("an embedder is used only with fusion=True")
-        if isinstance(min_overlap, bool) or not isinstance(min_overlap, (int, float)) \
-                or not 0.0 <= min_overlap <= 1.0:
+        if isinstance(min_overlap, bool) or not isinstance(min_overlap, (int, float)):
+            raise InvalidTypeError(f"min_overlap must be a number, not {type(min_overlap).__name__}")
+        if not 0.0 <= min_overlap <= 1.0:
             raise InvalidArgumentError(f"min_overlap must be a number in [0, 1], got {min_overlap!r}")
+        if not isinstance(lexical, str):
+            raise InvalidTypeError(f"lexical must be a str, not {type(lexical).__name__}")
         if lexical not in ("native", "fts5"):
             raise InvalidArgumentError(f"lexical must be 'native' or 'fts5', got {lexical!r}")
         if lexical == "fts5":
@@ -187,25 +215,27 @@ class Recall:
         self.fusion = fusion
         self.min_overlap = float(min_overlap)
         self.store = store
-        self.archive: MessageArchive
-        if store is None:
-            self.archive = Archive()
-            stored: list[tuple[str, list[Message]]] = []
-        else:
+        #: The store's archive of recall's groups (its session ``SESSION.recall``, apart from the
+        #: window's placeholders and ``store.archiver``), or None when recall lives in memory.
+        self.archive: MessageArchive | None = None
+        stored: list[tuple[str, list[Message]]] = []
+        if store is not None:
             session_archive = getattr(store, "session_archive", None)
             if not callable(session_archive):
                 raise InvalidTypeError(
                     f"store must be a checkpoint store with session_archive(), not {type(store).__name__}")
-            self.archive = session_archive(session_id)
-            stored = self.archive.groups()  # type: ignore[attr-defined]
+            if len(session_id) > 128 - len(_NAMESPACE):
+                raise InvalidArgumentError(
+                    f"session_id must be at most {128 - len(_NAMESPACE)} characters with a store, got {len(session_id)}")
+            archive = session_archive(session_id + _NAMESPACE)
+            self.archive = archive
+            stored = archive.groups()
         self._index = Bm25Index()
         self._units: list[_Unit] = []
         self._by_rid: dict[str, int] = {}
         self._header_tokens: int | None = None
         self._window: weakref.ref[object] | None = None
         self._embedder_tokenizer: Tokenizer | None = None
-        #: Retrieval ids of groups read from the store that a restored window holds.
-        self._restored: set[str] = set()
         #: (unit position, old seq, old turn) of the units archived again since the last mark.
         self._journal: list[tuple[int, int | None, int | None]] = []
         #: Number of search calls (each user message is one).
@@ -241,12 +271,11 @@ class Recall:
             if seq is not None:  # archived again (it came back into a window): it is newer now
                 self._journal.append((known, unit.seq, unit.turn))
                 unit.seq, unit.turn = seq, turn
-            self._restored.discard(rid)
             return -1
         text = "\n".join(archive_text(m) for m in messages)
         self._index.add(text)  # its number is its position
         self._by_rid[rid] = len(self._units)
-        self._units.append(_Unit(rid, messages, text, seq, turn))
+        self._units.append(_Unit(rid, messages, text, seq, turn, frozenset(message_key(m) for m in messages)))
         return len(self._units) - 1
 
     def _embed_rows(self, positions: list[int]) -> None:
@@ -284,9 +313,10 @@ class Recall:
                 raise InvalidArgumentError("a recall group holds at least one message")
             prepared.append((retrieval_id(copies), copies, seq, turn))
         new = {rid: copies for rid, copies, _, _ in prepared if rid not in self._by_rid}
-        if new:  # stored first (one transaction in a store), so a failure archives nothing here
+        if new and self.archive is not None:  # stored first (one transaction), so a failure archives nothing here
             put_many = getattr(self.archive, "put_many", None)
-            stored = put_many(list(new.values())) if callable(put_many) else [self.archive.put(g) for g in new.values()]
+            archive = self.archive
+            stored = put_many(list(new.values())) if callable(put_many) else [archive.put(g) for g in new.values()]
             for rid, got in zip(new, stored):
                 if got != rid:
                     raise InvalidArgumentError(f"the recall archive stored a group as {got!r}, expected {rid!r}")
@@ -295,17 +325,15 @@ class Recall:
         self._embed_rows(fresh)
         return [rid for rid, _, _, _ in prepared]
 
-    def _mark(self) -> tuple[int, frozenset[str]]:
+    def _mark(self) -> int:
         """A savepoint for :meth:`_rollback` (one at a time: a window's operations do not nest)."""
         self._journal.clear()
-        return len(self._units), frozenset(self._restored)
+        return len(self._units)
 
-    def _rollback(self, mark: tuple[int, frozenset[str]]) -> None:
+    def _rollback(self, mark: int) -> None:
         """Forgets the groups archived since ``mark`` (a store keeps its copies: groups are
         content-addressed, so they are harmless duplicates of what the window holds)."""
-        count, restored = mark
-        self._undo(count, 0)
-        self._restored = set(restored)
+        self._undo(mark, 0)
 
     def _undo(self, count: int, journal: int) -> None:
         """Forgets the groups beyond the first ``count`` and the re-archivings journalled
@@ -343,7 +371,7 @@ class Recall:
     def _lexical(self, query: str, limit: int) -> list[int]:
         """Unit positions of the best lexical matches, best first; with the native index, only
         those covering at least ``min_overlap`` of the query."""
-        if self._fts:
+        if self._fts and self.archive is not None:
             words = Bm25Index.terms(query, stem=False)
             if not words:
                 return []
@@ -409,12 +437,14 @@ class Recall:
         """The archived groups most relevant to ``query``, best first (at most ``limit``,
         default ``k``)."""
         limit = self.k if limit is None else _check_positive_int(limit, "limit")
-        return self._hits(query, limit, lambda seq: False)
+        return self._hits(query, limit, frozenset())
 
-    def _hits(self, query: str, limit: int, present: Callable[[int | None], bool]) -> list[RecallHit]:
-        if not isinstance(query, str) or not query.strip():
+    def _hits(self, query: str, limit: int, present: Container[MessageKey]) -> list[RecallHit]:
+        if not isinstance(query, str):
+            raise InvalidTypeError(f"query must be a str, not {type(query).__name__}")
+        if not query.strip():
             raise InvalidArgumentError("query must be a non-empty str")
-        ranked = self._rank(query, lambda unit: present(unit.seq) or unit.rid in self._restored)[:limit]
+        ranked = self._rank(query, lambda unit: any(key in present for key in unit.keys))[:limit]
         return [RecallHit(self._units[i].rid, [dict(m) for m in self._units[i].messages], score)
                 for i, score in ranked]
 
@@ -435,22 +465,29 @@ class Recall:
         units = self._units
         unit = units[position]
         cluster = [position]
+
+        def same_exchange(other: _Unit) -> bool:  # adjacent in the archive, and in the same turn
+            return unit.turn is None or other.turn is None or unit.turn == other.turn
+
         first, last = unit.messages[0].get("role"), unit.messages[-1].get("role")
-        if first == "assistant" and position > 0 and units[position - 1].messages[-1].get("role") == "user":
+        if first == "assistant" and position > 0 and units[position - 1].messages[-1].get("role") == "user" \
+                and same_exchange(units[position - 1]):
             cluster.insert(0, position - 1)
-        if last == "user" and position + 1 < len(units) and units[position + 1].messages[0].get("role") == "assistant":
+        if last == "user" and position + 1 < len(units) and units[position + 1].messages[0].get("role") == "assistant" \
+                and same_exchange(units[position + 1]):
             cluster.append(position + 1)
         return cluster
 
     def block(self, query: str, count: Callable[[str], int], count_message: Callable[[Message], int],
-              present: Callable[[int | None, str], bool], max_tokens: int | None = None,
+              present: Container[MessageKey], max_tokens: int | None = None,
               ) -> tuple[Message | None, int, list[str]]:
         """The recall block for ``query`` within ``max_tokens`` (default and at most
-        :attr:`max_tokens`): the system message, its tokens and the retrieval ids in it.
-        ``present(seq, rid)`` says whether a group is in the window verbatim."""
+        :attr:`max_tokens`): the system message, its tokens and the retrieval ids in it. A group
+        with a message in ``present`` (:func:`message_key` of the window's messages) is in the
+        window verbatim and is left out."""
         limit = self.max_tokens if max_tokens is None else min(max_tokens, self.max_tokens)
         def excluded(unit: _Unit) -> bool:
-            return present(unit.seq, unit.rid) or unit.rid in self._restored
+            return any(key in present for key in unit.keys)
 
         if self._header_tokens is None:
             self._header_tokens = count_message({"role": "system", "content": RECALL_HEADER})
@@ -482,7 +519,8 @@ class Recall:
                 if used + tokens <= room:
                     chosen.add(neighbour)
                     used += tokens
-        order = sorted(chosen)
+        # Oldest first: by seq in the conversation; groups read from a store (no seq) are older.
+        order = sorted(chosen, key=lambda p: (self._units[p].seq is not None, self._units[p].seq or 0, p))
         while order:
             content = RECALL_HEADER + "\n" + "\n".join(self._section(self._units[i], count)[0] for i in order)
             message = {"role": "system", "content": content}
@@ -495,12 +533,6 @@ class Recall:
             order.remove(max(order, key=lambda p: rank_of.get(p, len(ranked))))
         return None, 0, []
 
-    def _restored_window(self, groups: Iterable[Sequence[Message]]) -> None:
-        """A restored window holds these groups: groups read from the store with the same
-        content are not recalled while they are there."""
-        rids = {retrieval_id(list(g)) for g in groups}
-        self._restored = {rid for rid in rids if rid in self._by_rid and self._units[self._by_rid[rid]].seq is None}
-
     # --- the tool --------------------------------------------------------------------------
 
     @staticmethod
@@ -508,8 +540,10 @@ class Recall:
         """An OpenAI function-tool definition that lets the model search its own archive: by
         ``query`` (words to look for) or by ``id`` (a retrieval id, as in placeholders and in
         the recall block). Handle calls with :meth:`ContextWindow.handle_recall_call`."""
-        if not isinstance(name, str) or not name:
-            raise InvalidArgumentError("name must be a non-empty str")
+        if not isinstance(name, str):
+            raise InvalidTypeError(f"name must be a str, not {type(name).__name__}")
+        if not _TOOL_NAME.fullmatch(name):
+            raise InvalidArgumentError(f"a function name is 1-64 letters, digits, _ or -, got {name!r}")
         return {
             "type": "function",
             "function": {
@@ -535,8 +569,8 @@ def parse_recall_arguments(arguments: object) -> tuple[str | None, str | None]:
     if isinstance(arguments, (str, bytes)):
         try:
             arguments = json.loads(arguments)
-        except ValueError as error:
-            raise InvalidArgumentError(f"recall arguments are not JSON: {error}") from None
+        except (ValueError, RecursionError) as error:
+            raise InvalidArgumentError(f"recall arguments are not JSON: {error}"[:300]) from None
     if not isinstance(arguments, Mapping):
         raise InvalidArgumentError(
             f"recall arguments must be a JSON object with 'query' or 'id', not {type(arguments).__name__}")

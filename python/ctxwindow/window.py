@@ -82,7 +82,7 @@ from ctxwindow.messages import (
     validate_message,
 )
 from ctxwindow.sync import MessageLike, as_message, sync_window
-from ctxwindow.recall import Recall, parse_recall_arguments, render_group
+from ctxwindow.recall import Recall, message_key, parse_recall_arguments, render_group
 from ctxwindow.pressure import PressureMonitor, PressureReading
 from ctxwindow.state import WindowState, entry_from_dict, entry_to_dict
 from ctxwindow.strategies import Cascade, Entry, Notes
@@ -899,12 +899,6 @@ class ContextWindow:
             self._held = self._held_sources(entries)
             self._overheads = self._with_instructions(self._with_notes(overhead))
             self._calibration = state.calibration
-            if self.recall is not None:
-                groups: dict[int, list[Message]] = {}
-                for e in entries:
-                    if e.kind == "message" and e.original is None:
-                        groups.setdefault(e.group, []).append(e.message)
-                self.recall._restored_window(groups.values())
             self._fit()
             if state.archive is not None and isinstance(self.archive, Archive):
                 self.archive.restore(state.archive)  # last: it cannot fail
@@ -950,8 +944,9 @@ class ContextWindow:
         self._recall_pending.extend(groups.values())
         self._recall_pending.extend((list(group), None, None) for group in archived.values())
 
-    def _present_seqs(self) -> set[int]:
-        return {e.seq for e in self._store.entries() if e.kind == "message" and e.original is None}
+    def _present_keys(self) -> set[tuple[Any, ...]]:
+        """What identifies each message of the conversation verbatim (O(window))."""
+        return {message_key(m) for m in self._store.messages}
 
     def _refresh_recall(self, recall: Recall) -> None:
         """The last step of an operation: archive what it evicted and, when it added a user
@@ -962,48 +957,46 @@ class ContextWindow:
         query, self._recall_query = self._recall_query, None
         if query is None:
             return
-        present: set[int] | None = None
-
-        def in_window(seq: int | None, rid: str) -> bool:
-            nonlocal present
-            if seq is None:
-                return False
-            if present is None:
-                present = self._present_seqs()
-            return seq in present
-
         overheads = self._overheads
         room = math.floor(self.prompt_budget / self._calibration) - (self._total() - overheads.recall_tokens)
         limit = min(recall.max_tokens, room)
-        message, tokens, _ = recall.block(query, self.tokenizer.count, self.tokenizer.count_message, in_window,
-                                          limit)
+        message, tokens, _ = recall.block(query, self.tokenizer.count, self.tokenizer.count_message,
+                                          self._present_keys(), limit)
         self._overheads = replace(overheads, recall=message, recall_tokens=tokens,
                                   recall_reserve=recall.max_tokens - tokens)
 
     def handle_recall_call(self, arguments: str | Mapping[str, Any]) -> str:
         """Answers the model's call of the :meth:`Recall.tool_schema` tool. ``arguments`` is
         the call's JSON text (or a mapping): ``{"query": "..."}`` returns the best archived
-        groups (each under its retrieval id) not in the window now, ``{"id": "ctx-..."}`` the
-        group with that retrieval id (recall's archive, then the placeholders' archive).
-        Malformed arguments raise :class:`InvalidArgumentError` saying what is wrong (return its
-        message to the model); the window does not change."""
+        groups not in the window now, each under its retrieval id, within the recall's
+        ``max_tokens``; ``{"id": "ctx-..."}`` returns the whole group with that retrieval id
+        (recall's archive, then the placeholders' archive). Malformed arguments raise
+        :class:`InvalidArgumentError` saying what is wrong (return its message to the model);
+        the window does not change."""
         query, rid = parse_recall_arguments(arguments)
         if rid is not None:
             group = self.recall.get(rid) if self.recall is not None else None
             if group is None:
                 group = self.archive.get(rid)
             if group is None:
-                return f"No archived messages with id {rid}."
+                return f"No archived messages with id {rid[:80]}."
             return f"--- {rid}\n{render_group(group)}"
         assert query is not None
         if self.recall is None:
             raise InvalidArgumentError("this window has no recall archive to search: pass recall=Recall(...)")
-        present = self._present_seqs()
-        lines = [f"--- {hit.retrieval_id}\n{render_group(hit.messages)}"
-                 for hit in self.recall._hits(query, self.recall.k, lambda seq: seq is not None and seq in present)]
-        if not lines:
-            return f"Nothing archived matches {query!r}."
-        return "\n".join(lines)
+        sections, used = [], 0
+        for hit in self.recall._hits(query, self.recall.k, self._present_keys()):
+            section = f"--- {hit.retrieval_id}\n{render_group(hit.messages)}"
+            tokens = self.tokenizer.count(section)
+            if used + tokens > self.recall.max_tokens:
+                sections.append(f"--- {hit.retrieval_id}: {tokens} tokens, too long to show here; ask for it by id")
+                continue
+            sections.append(section)
+            used += tokens
+        if not sections:
+            shown = query if len(query) <= 80 else query[:80] + "..."
+            return f"Nothing archived matches {shown!r}."
+        return "\n".join(sections)
 
     def pressure_reading(self) -> PressureReading | None:
         """The latest pressure reading."""

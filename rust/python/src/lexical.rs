@@ -3,7 +3,9 @@
 use ctxwindow_core::lexical::{Bm25Index, words};
 use pyo3::prelude::*;
 
-use crate::errors::{Kind, error, extract_count, extract_text};
+use pyo3::types::PyBool;
+
+use crate::errors::{Kind, error, extract_count, extract_text, type_name};
 
 #[pyclass(module = "ctxwindow._native", name = "Bm25Index")]
 #[derive(Default)]
@@ -61,9 +63,19 @@ impl PyBm25Index {
     /// The index terms of `text` (lowercased, function words and single letters dropped,
     /// plurals stemmed unless `stem=False`).
     #[staticmethod]
-    #[pyo3(signature = (text, stem = true))]
-    fn terms(text: &Bound<'_, PyAny>, stem: bool) -> PyResult<Vec<String>> {
+    #[pyo3(signature = (text, stem = None))]
+    fn terms(text: &Bound<'_, PyAny>, stem: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
         let text = extract_text(text, "text")?;
+        let stem = match stem {
+            None => true,
+            Some(flag) => flag.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
+                error(
+                    flag.py(),
+                    Kind::InvalidType,
+                    format!("stem must be a bool, not {}", type_name(flag)),
+                )
+            })?,
+        };
         Ok(words(&text, stem))
     }
 
