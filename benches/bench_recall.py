@@ -188,7 +188,10 @@ def cost(log: Callable[[str], None]) -> dict[str, Any]:
     the archive in memory, in a SQLite store (native BM25 either way), and searched with FTS5."""
     questions = load("longmemeval_s_subset.json.gz")
     turns = [{"role": t["role"], "content": t["content"]} for q in questions for s in q["haystack_sessions"] for t in s]
-    queries = [q["question"] for q in questions]
+    # Every query new (a cache of per-group work would flatter repeated ones): the questions, then
+    # the histories' short user messages.
+    queries = [q["question"] for q in questions] + [t["content"] for t in turns
+                                                   if t["role"] == "user" and len(t["content"]) < 400]
     out: dict[str, Any] = {}
     for backend in ("memory", "sqlite", "sqlite-fts5"):
         for archived in (1_000, 10_000, 100_000):
@@ -206,7 +209,7 @@ def cost(log: Callable[[str], None]) -> dict[str, Any]:
             plain = ContextWindow("gpt-4o", max_tokens=8_000, reserve_output=500, strategies=[], instructions=False)
             timings: dict[str, list[float]] = {"recall": [], "plain": []}
             for round_ in range(400):
-                query = queries[round_ % len(queries)]
+                query = queries[round_]
                 for name, target in (("recall", window), ("plain", plain)):
                     started = time.perf_counter()
                     target.add({"role": "user", "content": query})

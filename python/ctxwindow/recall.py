@@ -102,20 +102,21 @@ class _Unit:
     text: str
     seq: int | None
     turn: int | None
-    keys: frozenset[MessageKey] = frozenset()
+    keys: frozenset[MessageKey | str] = frozenset()
     section: str | None = None
     section_tokens: int | None = None
-    embedding: npt.NDArray[np.float32] | None = None
 
 
 MessageKey = tuple[Any, ...]
 
 
-def message_key(message: Mapping[str, Any]) -> MessageKey:
-    """What identifies a message verbatim: role, content, tool call id and the ids of its tool
-    calls (cheap for text: Python caches a string's hash)."""
+def message_key(message: Mapping[str, Any]) -> MessageKey | str:
+    """What identifies a message verbatim: its text when it has some (cheap: Python caches a
+    string's hash), else its role, content, tool call id and the ids of its tool calls."""
     content = message.get("content")
-    if not isinstance(content, (str, type(None))):
+    if isinstance(content, str) and content:
+        return content
+    if content is not None and not isinstance(content, str):
         content = json.dumps(content, sort_keys=True, ensure_ascii=False, default=repr)
     calls = message.get("tool_calls") or ()
     call_ids = tuple(str(c.get("id")) if isinstance(c, Mapping) else repr(c) for c in calls)
@@ -240,9 +241,10 @@ class Recall:
         self._journal: list[tuple[int, int | None, int | None]] = []
         #: Number of search calls (each user message is one).
         self.searches = 0
-        #: With a user embedder: every group's embedding, one row per group (rows beyond
+        #: Every group's embedding, one row per group, computed when it is archived (float16 for
+        #: the native embedding, float32 for a user embedder; rows beyond
         #: ``len(self._units)`` are unused capacity).
-        self._matrix: npt.NDArray[np.float32] | None = None
+        self._matrix: npt.NDArray[np.floating[Any]] | None = None
         fresh = [position for rid, messages in stored if (position := self._append(rid, messages, None, None)) >= 0]
         self._embed_rows(fresh)
 
@@ -279,18 +281,20 @@ class Recall:
         return len(self._units) - 1
 
     def _embed_rows(self, positions: list[int]) -> None:
-        """With a user embedder, embeds the new groups (one call) into the matrix."""
-        if self.embedder is None or not positions:
+        """Embeds the new groups (one call) into the matrix (not needed without fusion)."""
+        if not self.fusion or not positions:
             return
         vectors = self._embed([self._units[i].text for i in positions])
         needed = positions[-1] + 1
         if self._matrix is None:
-            self._matrix = np.zeros((max(needed, 64), vectors.shape[1]), dtype=np.float32)
+            dtype = np.float32 if self.embedder is not None else np.float16
+            self._matrix = np.zeros((max(needed, 64), vectors.shape[1]), dtype=dtype)
         elif vectors.shape[1] != self._matrix.shape[1]:
             raise InvalidArgumentError(
                 f"embedder returned dimension {vectors.shape[1]}, earlier {self._matrix.shape[1]}")
         elif needed > self._matrix.shape[0]:
-            grown = np.zeros((max(needed, 2 * self._matrix.shape[0]), self._matrix.shape[1]), dtype=np.float32)
+            grown = np.zeros((max(needed, 2 * self._matrix.shape[0]), self._matrix.shape[1]),
+                             dtype=self._matrix.dtype)
             grown[: self._matrix.shape[0]] = self._matrix
             self._matrix = grown
         self._matrix[positions] = vectors
@@ -391,14 +395,9 @@ class Recall:
             return []
         if not self.fusion:
             return [(i, 1.0 / (_RRF_K + rank)) for rank, i in enumerate(candidates)]
-        missing = [i for i in candidates if self._units[i].embedding is None]
-        if missing:
-            vectors = self._embed([self._units[i].text for i in missing])
-            for i, vector in zip(missing, vectors):
-                self._units[i].embedding = vector
+        assert self._matrix is not None  # every archived group is embedded with fusion on
         query_vector = self._embed([query])[0]
-        similarity = np.array([float(np.dot(self._units[i].embedding, query_vector))  # type: ignore[arg-type]
-                               for i in candidates])
+        similarity = self._matrix[candidates].astype(np.float32) @ query_vector
         dense_rank = np.empty(len(candidates), dtype=np.int64)
         # Stable: equal similarity keeps the lexical order.
         dense_rank[np.argsort(-similarity, kind="stable")] = np.arange(len(candidates))
@@ -439,7 +438,7 @@ class Recall:
         limit = self.k if limit is None else _check_positive_int(limit, "limit")
         return self._hits(query, limit, frozenset())
 
-    def _hits(self, query: str, limit: int, present: Container[MessageKey]) -> list[RecallHit]:
+    def _hits(self, query: str, limit: int, present: Container[MessageKey | str]) -> list[RecallHit]:
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be a str, not {type(query).__name__}")
         if not query.strip():
@@ -479,7 +478,7 @@ class Recall:
         return cluster
 
     def block(self, query: str, count: Callable[[str], int], count_message: Callable[[Message], int],
-              present: Container[MessageKey], max_tokens: int | None = None,
+              present: Container[MessageKey | str], max_tokens: int | None = None,
               ) -> tuple[Message | None, int, list[str]]:
         """The recall block for ``query`` within ``max_tokens`` (default and at most
         :attr:`max_tokens`): the system message, its tokens and the retrieval ids in it. A group

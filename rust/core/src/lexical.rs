@@ -183,37 +183,39 @@ impl Bm25Index {
         let n = documents as f32;
         let idf = |df: f32| (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
         let average = (self.total_length as f32 / n).max(1.0);
-        let mut scores = vec![0.0f32; documents];
-        let mut covered = vec![0.0f32; documents];
-        let mut touched: Vec<u32> = Vec::new();
         let mut weight = 0.0f32;
+        let mut lists: Vec<&[(u32, u32)]> = Vec::with_capacity(wanted.len());
         for term in &wanted {
-            let postings = match self.ids.get(term.as_str()) {
-                Some(&id) if !self.postings[id as usize].is_empty() => &self.postings[id as usize],
-                _ => {
-                    weight += idf(1.0);
-                    continue;
+            match self.ids.get(term.as_str()) {
+                Some(&id) if !self.postings[id as usize].is_empty() => {
+                    lists.push(&self.postings[id as usize])
                 }
-            };
+                _ => weight += idf(1.0), // never archived: it weighs against every document
+            }
+        }
+        // (score, idf of the query terms it contains) per document.
+        let mut accumulators = vec![(0.0f32, 0.0f32); documents];
+        let mut touched: Vec<u32> = Vec::new();
+        for postings in lists {
             let term_idf = idf(postings.len() as f32);
             weight += term_idf;
             for &(doc, tf) in postings {
                 let tf = tf as f32;
                 let norm = K1 * (1.0 - B + B * self.lengths[doc as usize] as f32 / average);
-                let slot = doc as usize;
-                if scores[slot] == 0.0 {
+                let slot = &mut accumulators[doc as usize];
+                if slot.1 == 0.0 {
                     touched.push(doc);
                 }
-                scores[slot] += term_idf * tf * (K1 + 1.0) / (tf + norm);
-                covered[slot] += term_idf;
+                slot.0 += term_idf * tf * (K1 + 1.0) / (tf + norm);
+                slot.1 += term_idf;
             }
         }
         let mut ranked: Vec<Hit> = touched
             .into_iter()
             .map(|d| Hit {
                 document: d as usize,
-                score: scores[d as usize],
-                coverage: (covered[d as usize] / weight).min(1.0),
+                score: accumulators[d as usize].0,
+                coverage: (accumulators[d as usize].1 / weight).min(1.0),
             })
             .collect();
         let order = |a: &Hit, b: &Hit| {
