@@ -94,6 +94,7 @@ bench: build postgres-server
 	$(BIN)/python benches/bench_checkpoint.py
 	$(BIN)/python benches/bench_fidelity.py
 	$(BIN)/python benches/bench_sync.py
+	$(BIN)/python benches/bench_cost.py
 	$(BIN)/python benches/embed_results.py
 
 # ctxwindow.dask on local clusters of 1 and 2 workers, 10^8 generated items (ITEMS=... for another size).

@@ -30,7 +30,6 @@ from _common import SHARED_DATA, write_results  # noqa: E402
 from ctxwindow.cli import load_conversation  # noqa: E402
 from ctxwindow.cost import ANTHROPIC, OPENAI, PRICES, CacheRules  # noqa: E402
 from ctxwindow.costreport import compare_costs  # noqa: E402
-from ctxwindow.errors import ContextOverflowError  # noqa: E402
 
 BUDGETS = (8_000, 16_000, 32_000)
 PRICINGS: dict[str, tuple[str, CacheRules]] = {"gpt-4o": ("gpt-4o", OPENAI),
@@ -61,11 +60,10 @@ def _one(source: tuple[str, str, int]) -> list[dict[str, Any]]:
         for pricing, (price_model, rules) in PRICINGS.items():
             row: dict[str, Any] = {"dataset": dataset, "file": Path(path).name, "index": index, "budget": budget,
                                    "pricing": pricing}
-            try:
-                comparison = compare_costs(messages, "gpt-4o", budget, PRICES[price_model], rules,
-                                           variants={"watermark": {"cache": "off"}})
-            except ContextOverflowError as error:
-                row["overflow"] = str(error)
+            comparison = compare_costs(messages, "gpt-4o", budget, PRICES[price_model], rules,
+                                       variants={"watermark": {"cache": "off"}})
+            if comparison.overflows:  # protected content alone exceeds the budget: not comparable
+                row["overflow"] = next(iter(comparison.overflows.values()))
                 rows.append(row)
                 continue
             summary = comparison.summary()
@@ -93,8 +91,9 @@ def main() -> None:
         for result in pool.map(_one, sources, chunksize=4):
             rows.extend(result)
     seconds = time.perf_counter() - started
-    table = [["data", "budget", "priced as", "replays (long)", "cached share aware / naive / watermark / unmanaged",
-              "USD aware", "USD naive", "USD watermark", "USD unmanaged", "aware vs naive", "aware vs unmanaged (long)",
+    table = [["data", "budget", "priced as", "replays (long)", "cached share aware / watermark / naive / unmanaged",
+              "USD aware", "USD watermark", "USD naive", "USD unmanaged", "aware vs naive (all)",
+              "aware vs naive (long)", "watermark vs naive (long)", "aware vs unmanaged (long)",
               "long replays where aware < unmanaged", "budget held"]]
     groups: dict[str, Any] = {}
     misses: list[dict[str, Any]] = []
@@ -130,7 +129,10 @@ def main() -> None:
                               f"{len(group)} ({len(long)})" + (f", {overflows} overflow" if overflows else ""),
                               " / ".join(f"{share[v]:.0%}" for v in VARIANTS),
                               *(f"{usd[v]:.2f}" for v in VARIANTS),
-                              _pct(g["aware_vs_naive"]), _pct(g["aware_vs_unmanaged_long"]) if long else "-",
+                              _pct(g["aware_vs_naive"]),
+                              _pct(1 - long_usd["managed"] / long_usd["cache_naive"]) if long else "-",
+                              _pct(1 - long_usd["watermark"] / long_usd["cache_naive"]) if long else "-",
+                              _pct(g["aware_vs_unmanaged_long"]) if long else "-",
                               f"{wins}/{len(long)}" if long else "-", "yes" if held else "NO"])
     per_replay = [1 - r["managed"]["usd"] / r["cache_naive"]["usd"] for r in rows
                   if "overflow" not in r and r["cache_naive"]["compactions"] > 0]

@@ -463,3 +463,16 @@ def test_delegate_bad_arguments() -> None:
         parent.delegate("t", lambda child: "x", max_result_tokens=1.5)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="tool_call_id"):
         parent.delegate("t", lambda child: "x", tool_call_id="")
+
+
+def test_the_readme_cost_and_delegation_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    section = readme.read_text().split("## Paying less per task", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 2
+    namespace: dict[str, object] = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert "of input tokens cached" in capsys.readouterr().out

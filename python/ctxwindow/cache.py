@@ -117,7 +117,7 @@ class CacheSchedule:
         self.calls += 1
         self._sent_prefix = prefix
 
-    def best_gap(self, after: int, growth: float) -> float:
+    def best_gap(self, after: int, growth: float, stable: int = 0) -> float:
         """The compaction size (tokens freed) that minimises the cost per call in a long run
         whose prompt grows by ``growth`` tokens per call and is cut back to ``after`` tokens:
         a cycle of ``gap / growth`` calls pays the cached price on the prompt's mean
@@ -130,12 +130,14 @@ class CacheSchedule:
         invalidation = prices.input - prices.cached_input + write
         if prices.cached_input <= 0:
             return math.inf
-        return math.sqrt(2.0 * invalidation * after * max(growth, 0.0) / prices.cached_input)
+        return math.sqrt(2.0 * invalidation * max(after - stable, 0) * max(growth, 0.0) / prices.cached_input)
 
-    def compaction_pays(self, total: int, after: int, prefix: tuple[Any, ...], growth: float) -> bool:
+    def compaction_pays(self, total: int, after: int, prefix: tuple[Any, ...], growth: float,
+                        stable: int = 0) -> bool:
         """Whether compacting a prompt of ``total`` tokens down to ``after`` tokens pays for its
         cache invalidation now (the window asks only between its trigger and its budget; the
-        prompt grows by ``growth`` tokens per call). It does when the cache after the system
+        prompt grows by ``growth`` tokens per call; ``stable`` of the kept tokens, the blocks before the conversation, stay cached).
+        It does when the cache after the system
         blocks is already lost, or when the compaction frees at least :meth:`best_gap` and what
         it saves over the expected remaining calls (at the cached price) reaches what the
         invalidation costs."""
@@ -145,8 +147,8 @@ class CacheSchedule:
         gap = max(total - after, 0)
         remaining = self.expected_calls if self.expected_calls is not None else max(self.calls, 1)
         write = prices.cache_write - prices.input if prices.cache_write is not None else 0.0
-        invalidation = after * (prices.input - prices.cached_input + write)
-        if gap >= self.best_gap(after, growth) and gap * remaining * prices.cached_input >= invalidation:
+        invalidation = max(after - stable, 0) * (prices.input - prices.cached_input + write)
+        if gap >= self.best_gap(after, growth, stable) and gap * remaining * prices.cached_input >= invalidation:
             return True
         self.postponed += 1
         return False

@@ -65,7 +65,7 @@ def price_replay(model: str) -> tuple[Prices, CacheRules] | None:
 
 def replay_cost(messages: list[Message], window: ContextWindow, prices: Prices, rules: CacheRules) -> RunCost:
     """Replays ``messages`` through ``window`` (a fresh one) and prices its calls."""
-    recorder, _ = _replay_priced(messages, window, prices, rules, unmanaged=False)
+    recorder, _, _ = _replay_priced(messages, window, prices, rules, unmanaged=False)
     return recorder.managed
 
 
@@ -84,6 +84,9 @@ class CostComparison:
     runs: dict[str, RunCost] = field(default_factory=dict)
     budget_ok: dict[str, bool] = field(default_factory=dict)
     compactions: dict[str, int] = field(default_factory=dict)
+    #: Runs stopped by a :class:`~ctxwindow.ContextOverflowError` (protected content alone over
+    #: the budget), with its message.
+    overflows: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {name: run.summary() for name, run in self.runs.items()}
@@ -94,7 +97,7 @@ class CostComparison:
 
 
 def _replay_priced(messages: list[Message], window: ContextWindow, prices: Prices, rules: CacheRules,
-                   unmanaged: bool) -> tuple[CostRecorder, bool]:
+                   unmanaged: bool) -> tuple[CostRecorder, bool, str]:
     from ctxwindow.cli import ReplayReport, replay
 
     recorder = CostRecorder(window, prices, rules, unmanaged=unmanaged)
@@ -108,7 +111,7 @@ def _replay_priced(messages: list[Message], window: ContextWindow, prices: Price
 
     report = ReplayReport("", "", window.model or "", window.max_tokens, window.reserve_output)
     replay(messages, window, report, on_call=on_call)
-    return recorder, fits and report.overflows == 0
+    return recorder, fits, report.overflow_message if report.overflows else ""
 
 
 def compare_costs(messages: list[Message], model: str | None, max_tokens: int, prices: Prices,
@@ -132,9 +135,11 @@ def compare_costs(messages: list[Message], model: str | None, max_tokens: int, p
     comparison = CostComparison()
     for name, make in runs.items():
         window = make()
-        recorder, fits = _replay_priced(messages, window, prices, rules, unmanaged=name == "managed")
+        recorder, fits, overflow = _replay_priced(messages, window, prices, rules, unmanaged=name == "managed")
         comparison.runs[name] = recorder.managed
         comparison.budget_ok[name] = fits
+        if overflow:
+            comparison.overflows[name] = overflow
         comparison.compactions[name] = window.compactions
         if recorder.unmanaged is not None:
             comparison.runs["unmanaged"] = recorder.unmanaged

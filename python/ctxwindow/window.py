@@ -931,7 +931,8 @@ class ContextWindow:
             return True
         after = math.floor(self.target * self.prompt_budget / self._calibration)
         growth = self.tokens_added / max(self.cache.calls, 1)
-        return self.cache.compaction_pays(self._total(), after, self._prefix_key(), growth)
+        stable = self._overheads.tokens  # the blocks before the conversation stay cached
+        return self.cache.compaction_pays(self._total(), after, self._prefix_key(), growth, stable)
 
     # --- sub-agent delegation (see ctxwindow.delegate) ------------------------------------------
 
