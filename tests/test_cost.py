@@ -203,6 +203,16 @@ def test_cache_setting_is_checked() -> None:
     assert ContextWindow("gpt-4o", max_tokens=1000).cache is None
 
 
+def test_cache_from_toml(tmp_path: Path) -> None:
+    config = tmp_path / "window.toml"
+    config.write_text('[window]\nmodel = "gpt-4o"\nmax_tokens = 4000\ncache = "auto"\n')
+    window = ContextWindow.from_toml(config)
+    assert window.cache is not None and window.cache.prices == PRICES["gpt-4o"]
+    config.write_text('[window]\nmodel = "gpt-4o"\nmax_tokens = 4000\ncache = "sometimes"\n')
+    with pytest.raises(InvalidArgumentError, match="cache must be"):
+        ContextWindow.from_toml(config)
+
+
 def _long_chat(turns: int, size: int = 60) -> list[dict[str, Any]]:
     out = []
     for turn in range(turns):
