@@ -327,6 +327,10 @@ def test_the_schedule_never_exceeds_the_budget_nor_reorders(ops: list[tuple[str,
         assert positions == sorted(positions)  # never reordered
         for message in pinned:
             assert message in conversation  # pinned content stays
+        newest_user = next((m for m in reversed(added) if m["role"] == "user"), None)
+        assert newest_user is None or newest_user in conversation  # so does the newest user message
+        for message in added[-window.preserve_recent:]:
+            assert message in conversation  # and the most recent messages
 
 
 # --- the replay's cost report -------------------------------------------------------------------
