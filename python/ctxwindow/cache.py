@@ -29,7 +29,8 @@ Layout: the blocks sent before the conversation are ordered from the most stable
 volatile (:data:`STABILITY`), so a change in one invalidates only what follows it; the
 conversation comes after all of them (providers reject system messages inside the conversation),
 and protected content is never reordered. Any block the window sends before the conversation
-takes part by its kind name; kinds not in the table go last, in the order given.
+takes part by its kind name (``ContextWindow`` lays out its blocks once, at import); kinds not in
+the table go last, in the order given. A change in any of them is seen by the schedule (point 3).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -148,9 +149,14 @@ class _Overhead:
     @property
     def messages(self) -> list[Message]:
         """The system messages sent before the conversation, most stable first
-        (:func:`ctxwindow.cache.layout`)."""
-        return layout([("system", self.system), ("instructions", self.instructions), ("context", self.context),
-                       ("notes", self.notes)])
+        (:data:`_BLOCK_ORDER`)."""
+        return [m for m in _BLOCKS(self) if m is not None]
+
+
+#: The blocks sent before the conversation (attributes of :class:`_Overhead`), laid out most
+#: stable first by :func:`ctxwindow.cache.layout` once, here (``messages()`` only reads them).
+_BLOCK_ORDER = tuple(layout([(kind, kind) for kind in ("system", "instructions", "context", "notes")]))
+_BLOCKS = operator.attrgetter(*_BLOCK_ORDER)
 
 
 class ContextWindow:
