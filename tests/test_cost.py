@@ -490,3 +490,12 @@ def test_the_readme_cost_and_delegation_examples_run(capsys: pytest.CaptureFixtu
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)
     assert "of input tokens cached" in capsys.readouterr().out
+
+
+def test_replay_prints_the_prompt_cache_per_call(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--bundled", "tau-bench", "--max-tokens", "2500"]) == 0
+    out = capsys.readouterr().out
+    assert "prompt cache per model call (priced as gpt-4o, openai rules)" in out
+    assert "cost, cache-naive (gpt-4o)" in out and "cost, unmanaged (gpt-4o)" in out
+    assert main(["replay", "--bundled", "tau-bench", "--max-tokens", "2500", "--price-model", "unknown-model"]) == 0
+    assert "prompt cache per model call" not in capsys.readouterr().out  # no price: no cost report

@@ -320,6 +320,21 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
         for alert in report.alerts[:20]:
             alerts.add_row(str(alert["call"]), alert["level"], alert["metric"], alert["message"])
         console.print(alerts)
+    calls = report.cost.get("calls", {})
+    if calls.get("managed"):
+        cache_table = Table(title=f"prompt cache per model call (priced as {report.cost['priced_as']}, "
+                                  f"{report.cost['cache_rules']} rules)")
+        for column in ("call", "prompt", "shared prefix", "cached", "USD", "cached, naive", "cached, unmanaged"):
+            cache_table.add_column(column, justify="right")
+        naive, unmanaged = calls.get("cache_naive", []), calls.get("unmanaged", [])
+        for index, call in enumerate(calls["managed"][:40]):
+            cache_table.add_row(str(index + 1), f"{call['prompt']:,}", f"{call['shared_prefix']:,}",
+                                f"{call['cached']:,}", f"{call['usd']:.5f}",
+                                f"{naive[index]['cached']:,}" if index < len(naive) else "",
+                                f"{unmanaged[index]['cached']:,}" if index < len(unmanaged) else "")
+        if len(calls["managed"]) > 40:
+            cache_table.caption = f"... and {len(calls['managed']) - 40} more calls (all in --json)"
+        console.print(cache_table)
     rows = [
         ("source", f"{report.source} ({report.format})"),
         ("messages replayed / model calls", f"{report.messages} / {report.calls}"),
