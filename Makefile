@@ -96,6 +96,7 @@ bench: build postgres-server
 	$(BIN)/python benches/bench_recall.py
 	$(BIN)/python benches/bench_sync.py
 	$(BIN)/python benches/bench_estimate.py
+	$(BIN)/python benches/bench_cost.py
 	$(BIN)/python benches/embed_results.py
 
 # ctxwindow.dask on local clusters of 1 and 2 workers, 10^8 generated items (ITEMS=... for another size).

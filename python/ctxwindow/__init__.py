@@ -34,6 +34,9 @@ from ctxwindow.errors import (
 )
 from ctxwindow.window import CompactionResult, ContextWindow, Usage
 from ctxwindow.gate import GateOutcome
+from ctxwindow.cache import CacheSchedule
+from ctxwindow.cost import Prices
+from ctxwindow.delegate import DelegationResult
 from ctxwindow.instructions import Instruction, StandingInstructions
 from ctxwindow.recall import Recall, RecallHit
 from ctxwindow.tokenizer import (
@@ -52,6 +55,9 @@ __all__ = [
     "CompactionResult",
     "Usage",
     "GateOutcome",
+    "CacheSchedule",
+    "Prices",
+    "DelegationResult",
     "Instruction",
     "StandingInstructions",
     "Recall",

@@ -189,6 +189,10 @@ class ReplayReport:
     #: Key-fact fidelity of each compaction the health monitor saw (the figure of its alert).
     compaction_fidelity: list[float] = field(default_factory=list)
     fidelity_threshold: float = 0.75
+    #: Cost with the prompt cache counted, per run (managed, unmanaged, cache_naive): see ctxwindow.costreport.
+    cost: dict[str, Any] = field(default_factory=dict)
+    #: Cached share of each call's prompt, per run.
+    cached_share: dict[str, list[float]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         managed, unmanaged = sum(self.sent_managed), sum(self.sent_unmanaged)
@@ -217,12 +221,15 @@ class ReplayReport:
             "manage_us_p99": times[min(len(times) - 1, int(0.99 * len(times)))],
             "events": self.events,
             "alerts": self.alerts,
+            **({"cost": self.cost} if self.cost else {}),
         }
 
 
 def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
-           progress: Any = None) -> ReplayReport:
-    """Replays ``messages`` (the system prompt already in ``window``) through ``window``."""
+           progress: Any = None, on_call: Any = None) -> ReplayReport:
+    """Replays ``messages`` (the system prompt already in ``window``) through ``window``.
+    ``on_call(prompt, reply, replayed)``, when given, sees every model call: the prompt sent,
+    the reply, and the conversation messages replayed before it."""
     counter = window.tokenizer
     unmanaged = 3 + window.usage.by_component["system_prompt"] + window.usage.by_component["tool_definitions"]
     last_evicted = 0
@@ -247,6 +254,7 @@ def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
             report.compaction_fidelity.append(snapshot.fidelity)
         observed_compactions = window.compactions
 
+    replayed: list[Message] = []
     for message in messages:
         if message.get("role") == "system":
             continue
@@ -257,6 +265,8 @@ def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
             report.sent_unmanaged.append(unmanaged)
             report.utilization.append(usage.total / usage.budget)
             report.zones.append(usage.zone)
+            if on_call is not None:
+                on_call(window.messages(), message, replayed)
             observe()
         started = time.perf_counter()
         try:
@@ -268,6 +278,7 @@ def replay(messages: list[Message], window: ContextWindow, report: ReplayReport,
             break
         report.turn_us.append((time.perf_counter() - started) * 1e6)
         report.messages += 1
+        replayed.append(message)
         unmanaged += counter.count_message(message)
         report.pairing_ok &= not check_history(sent)
         if window.evicted_messages != last_evicted or window.compactions != last_compactions:
@@ -302,8 +313,9 @@ def _plot(report: ReplayReport, path: str) -> None:
     import matplotlib.pyplot as plt
 
     calls = list(range(1, report.calls + 1))
-    figure, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True,
-                                         gridspec_kw={"height_ratios": [3, 2]})
+    figure, axes = plt.subplots(3 if report.cached_share else 2, 1, figsize=(10, 9 if report.cached_share else 7),
+                                sharex=True, gridspec_kw={"height_ratios": [3, 2, 2] if report.cached_share else [3, 2]})
+    top, bottom = axes[0], axes[1]
     for low, high, color in ((0, 0.5, "#d9f2d9"), (0.5, 0.75, "#fff5cc"),
                              (0.75, 0.9, "#ffe0b3"), (0.9, 1.05, "#ffcccc")):
         top.axhspan(low * 100, high * 100, color=color, zorder=0)
@@ -320,9 +332,21 @@ def _plot(report: ReplayReport, path: str) -> None:
     top.legend(loc="lower right")
     bottom.plot(calls, report.sent_unmanaged, color="#7f7f7f", label="unmanaged")
     bottom.plot(calls, report.sent_managed, color="#1f4e79", label="managed")
-    bottom.set_xlabel("model call")
+    if not report.cached_share:
+        bottom.set_xlabel("model call")
     bottom.set_ylabel("prompt tokens")
     bottom.legend(loc="upper left")
+    if report.cached_share:
+        shares = axes[2]
+        for name, color in (("unmanaged", "#7f7f7f"), ("cache_naive", "#c00000"), ("managed", "#1f4e79")):
+            values = report.cached_share.get(name)
+            if values:
+                shares.plot(calls[:len(values)], [v * 100 for v in values], color=color,
+                            label=name.replace("_", "-"), linewidth=1.5 if name == "managed" else 1.0)
+        shares.set_ylim(0, 105)
+        shares.set_ylabel("% of prompt cached")
+        shares.set_xlabel("model call")
+        shares.legend(loc="lower right")
     figure.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
@@ -352,6 +376,21 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
         for alert in report.alerts[:20]:
             alerts.add_row(str(alert["call"]), alert["level"], alert["metric"], alert["message"])
         console.print(alerts)
+    calls = report.cost.get("calls", {})
+    if calls.get("managed"):
+        cache_table = Table(title=f"prompt cache per model call (priced as {report.cost['priced_as']}, "
+                                  f"{report.cost['cache_rules']} rules)")
+        for column in ("call", "prompt", "shared prefix", "cached", "USD", "cached, naive", "cached, unmanaged"):
+            cache_table.add_column(column, justify="right")
+        naive, unmanaged = calls.get("cache_naive", []), calls.get("unmanaged", [])
+        for index, call in enumerate(calls["managed"][:40]):
+            cache_table.add_row(str(index + 1), f"{call['prompt']:,}", f"{call['shared_prefix']:,}",
+                                f"{call['cached']:,}", f"{call['usd']:.5f}",
+                                f"{naive[index]['cached']:,}" if index < len(naive) else "",
+                                f"{unmanaged[index]['cached']:,}" if index < len(unmanaged) else "")
+        if len(calls["managed"]) > 40:
+            cache_table.caption = f"... and {len(calls['managed']) - 40} more calls (all in --json)"
+        console.print(cache_table)
     rows = [
         ("source", f"{report.source} ({report.format})"),
         ("messages replayed / model calls", f"{report.messages} / {report.calls}"),
@@ -366,6 +405,9 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
         ("evicted messages", str(report.evicted_messages)),
         ("key-fact fidelity", _fidelity_row(report)),
         ("health alerts", str(len(report.alerts))),
+        *((f"cost, {name.replace('_', '-')} ({report.cost['priced_as']})",
+           f"${run['usd']:.4f}, {run['cached_share']:.0%} of input cached")
+          for name, run in report.cost.get("runs", {}).items()),
         ("managing time per message", f"p50 {summary['manage_us_p50']:.0f} us, p99 {summary['manage_us_p99']:.0f} us"),
     ]
     table = Table(title="report", show_header=False)
@@ -393,15 +435,23 @@ STRATEGY_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def _strategies(args: argparse.Namespace) -> list[Any] | None:
+    if not args.strategy:
+        return None
+    return [strategy_from_spec({"type": name, **STRATEGY_DEFAULTS.get(name, {})}) for name in args.strategy]
+
+
 def _window_for(args: argparse.Namespace, system: str | None,
                 tools: list[dict[str, Any]] | None = None) -> ContextWindow:
-    strategies = None
-    if args.strategy:
-        strategies = [strategy_from_spec({"type": name, **STRATEGY_DEFAULTS.get(name, {})})
-                      for name in args.strategy]
+    cache: Any = args.cache
+    if args.cache == "auto":
+        from ctxwindow.cache import CacheSchedule
+
+        cache = CacheSchedule.for_model(args.price_model or args.model)
     return ContextWindow(args.model, max_tokens=args.max_tokens, reserve_output=args.reserve_output,
-                         system=system, strategies=strategies, profile=args.profile,
-                         preserve_recent=args.preserve_recent, tools=tools, tokenizer=_counter_for(args))
+                         system=system, strategies=_strategies(args), profile=args.profile,
+                         preserve_recent=args.preserve_recent, tools=tools, tokenizer=_counter_for(args),
+                         cache=cache)
 
 
 def _counter_for(args: argparse.Namespace) -> Any:
@@ -449,9 +499,32 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     report.skipped = loaded.skipped
     report.tool_definitions = len(loaded.tools or [])
     report.tool_definition_tokens = window.usage.by_component["tool_definitions"]
+    from ctxwindow.costreport import CostRecorder, price_replay
+
+    priced = price_replay(args.price_model or args.model)
+    recorder = CostRecorder(window, *priced) if priced is not None else None
     with Progress(console=console, transient=True, disable=args.quiet) as progress:
         task = progress.add_task("replaying", total=len(messages))
-        replay(messages, window, report, lambda: progress.advance(task))
+        replay(messages, window, report, lambda: progress.advance(task),
+               on_call=recorder.on_call if recorder is not None else None)
+    if recorder is not None and priced is not None and not report.overflows:
+        from ctxwindow.costreport import naive_window, replay_cost
+
+        naive = naive_window(args.model, args.max_tokens, args.reserve_output, system=system,
+                             strategies=_strategies(args), profile=args.profile,
+                             preserve_recent=args.preserve_recent, tools=loaded.tools,
+                             tokenizer=_counter_for(args))
+        runs = {"managed": recorder.managed, "unmanaged": recorder.unmanaged,
+                "cache_naive": replay_cost(messages, naive, *priced)}
+        report.cost = {"priced_as": args.price_model or args.model, "cache_rules": priced[1].name,
+                       "prices_date": _prices_date(),
+                       "runs": {name: run.summary() for name, run in runs.items() if run is not None},
+                       "calls": {name: [{"prompt": c.prompt_tokens, "cached": c.cached_tokens,
+                                         "written": c.written_tokens, "usd": c.usd,
+                                         "shared_prefix": p.tokens} for c, p in zip(run.calls, run.prefixes)]
+                                 for name, run in runs.items() if run is not None}}
+        report.cached_share = {name: [c.cached_tokens / c.prompt_tokens if c.prompt_tokens else 0.0
+                                      for c in run.calls] for name, run in runs.items() if run is not None}
     if report.overflows:
         raise UsageError(f"budget too small: {report.overflow_message} (at message {report.messages + 1})")
     if not args.quiet:
@@ -463,6 +536,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(report.summary(), indent=2) + "\n")
         console.print(f"report written to {args.json}")
     return 0 if report.pairing_ok else 1
+
+
+def _prices_date() -> str:
+    from ctxwindow.cost import PRICES_DATE
+
+    return PRICES_DATE
 
 
 def _cmd_count(args: argparse.Namespace) -> int:
@@ -562,6 +641,10 @@ def _parser() -> argparse.ArgumentParser:
     replay_cmd.add_argument("--plot", help="write a PNG plot of utilization per model call")
     replay_cmd.add_argument("--json", help="write the report as JSON")
     replay_cmd.add_argument("--quiet", action="store_true", help="no progress bar or tables")
+    replay_cmd.add_argument("--cache", choices=["auto", "off"], default="auto",
+                            help="cache-aware compaction schedule of the managed window (default auto)")
+    replay_cmd.add_argument("--price-model", help="price the calls as this model (default: --model; "
+                            "no cost report when its price is unknown)")
     count_cmd = commands.add_parser("count", help="exact tokens per message, role and component")
     count_cmd.add_argument("file")
     count_cmd.add_argument("--model", default="gpt-4o")

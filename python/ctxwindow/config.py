@@ -53,7 +53,7 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 _TOML_KEYS = {"model", "max_tokens", "reserve_output", "profile", "trigger", "target",
-              "preserve_recent", "system", "strategies", "context"}
+              "preserve_recent", "system", "strategies", "context", "cache"}
 
 
 def check_int(value: object, name: str, minimum: int) -> int:

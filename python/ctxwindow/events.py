@@ -31,6 +31,8 @@ EVENTS = (
     "on_turn_end",
     "on_tool_result",
     "on_overflow",
+    "on_delegate_start",
+    "on_delegate_end",
 )
 
 

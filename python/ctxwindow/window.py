@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -57,6 +58,7 @@ from ctxwindow._native import Tokenizer
 from ctxwindow.archive import Archive, MessageArchive, put_groups
 from ctxwindow.budget import PROFILES as BUDGET_PROFILES
 from ctxwindow.budget import TokenBudget
+from ctxwindow.cache import CACHE_MODES, CacheSchedule, layout
 from ctxwindow.compaction import CompactionResult, GateSettings, Limits, apply_plan, plan_compaction, protected_tokens
 from ctxwindow.config import PROFILES, STRATEGY_TYPES, WindowSettings, check_int, read_toml, strategy_from_spec
 from ctxwindow.context_windows import resolve_budget
@@ -92,6 +94,7 @@ from ctxwindow.tokenizer import TokenCounter
 
 if TYPE_CHECKING:
     from ctxwindow.checkpoint import TaskCheckpoint
+    from ctxwindow.delegate import DelegationResult, RunFunction
 
 __all__ = ["ContextWindow", "Usage", "CompactionResult", "PROFILES", "STRATEGY_TYPES", "strategy_from_spec"]
 
@@ -99,7 +102,7 @@ T = TypeVar("T")
 
 _CALLBACKS = tuple(name for name in EVENTS if name not in ("on_evict", "on_compact"))
 _MORE = {"context", "profile", "raise_callback_errors", "notes", "archive", "instructions", "fidelity_gate",
-         "recall", *_CALLBACKS}
+         "recall", "cache", *_CALLBACKS}
 #: How many summarizer calls one async operation awaits at most (each is awaited once).
 _MAX_AWAITS = 64
 
@@ -155,8 +158,15 @@ class _Overhead:
 
     @property
     def messages(self) -> list[Message]:
-        """The system messages sent before the conversation, in order."""
-        return [m for m in (self.system, self.instructions, self.context, self.notes, self.recall) if m is not None]
+        """The system messages sent before the conversation, most stable first
+        (:data:`_BLOCK_ORDER`)."""
+        return [m for m in _BLOCKS(self) if m is not None]
+
+
+#: The blocks sent before the conversation (attributes of :class:`_Overhead`), laid out most
+#: stable first by :func:`ctxwindow.cache.layout` once, here (``messages()`` only reads them).
+_BLOCK_ORDER = tuple(layout([(kind, kind) for kind in ("system", "instructions", "context", "notes", "recall")]))
+_BLOCKS = operator.attrgetter(*_BLOCK_ORDER)
 
 
 class ContextWindow:
@@ -225,6 +235,15 @@ class ContextWindow:
             raise InvalidTypeError(f"fidelity_gate must be a bool, not {type(gate).__name__}")
         #: Whether every compaction by the strategies goes through the fidelity gate.
         self.fidelity_gate = gate
+        cache = more.get("cache", "off")
+        if isinstance(cache, str) and cache in CACHE_MODES:
+            schedule = CacheSchedule.for_model(model) if cache == "auto" else None
+        elif isinstance(cache, CacheSchedule):
+            schedule = cache
+        else:
+            raise InvalidArgumentError(f"cache must be 'auto', 'off' or a ctxwindow.cache.CacheSchedule, got {cache!r}")
+        #: The cache-aware schedule (``cache="auto"``), or None (``cache="off"``): see :mod:`ctxwindow.cache`.
+        self.cache: CacheSchedule | None = schedule
         self._budget = TokenBudget(self.max_tokens, dict(BUDGET_PROFILES[profile]))
         self.pressure = PressureMonitor(
             self.prompt_budget,
@@ -492,7 +511,8 @@ class ContextWindow:
         savepoint = self._store.begin()
         saved = (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
                  self.last_compaction, self._overheads, list(self.notes.notes), self.settings,
-                 self.standing_instructions.snapshot(), self._held)
+                 self.standing_instructions.snapshot(), self._held,
+                 self.cache.snapshot() if self.cache is not None else None)
         after, self._after = self._after, []
         self._archived = {}
         recall_mark = None
@@ -513,9 +533,11 @@ class ContextWindow:
                 self._recall_pending, self._recall_query = [], None
             self._store.rollback(savepoint)
             (self._calibration, self.tokens_added, self.compactions, self.evicted_messages,
-             self.last_compaction, self._overheads, notes, self.settings, instructions, self._held) = saved
+             self.last_compaction, self._overheads, notes, self.settings, instructions, self._held, cache) = saved
             self.notes.notes[:] = notes
             self.standing_instructions.reset(instructions)
+            if self.cache is not None and cache is not None:
+                self.cache.reset(cache)
             self._after = after
             self._busy = False
             if isinstance(error, ContextOverflowError):
@@ -617,11 +639,13 @@ class ContextWindow:
                 self._overheads = self._with_instructions(self._overheads)
         if addition.open_calls:
             self._check_pending()
-        elif self._over(self.trigger):
+        elif self._needs_compaction():
             self._compact("trigger", self.target)
         if message["role"] == "user" and self.recall is not None:
             self._recall_query = text_of(message)
         role = message["role"]
+        if role == "assistant" and self.cache is not None:
+            self.cache.observe_call(self._prefix_key())
         turn = self._store.turn
         if role == "user":
             self._after.append(lambda: self._turn_started(turn))
@@ -656,7 +680,7 @@ class ContextWindow:
     def _fit(self) -> None:
         """Compacts when over the trigger; the compaction raises :class:`ContextOverflowError`
         when the protected content cannot fit."""
-        if self._over(self.trigger):
+        if self._needs_compaction():
             self._compact("trigger", self.target)
 
     # --- compaction ------------------------------------------------------------------------
@@ -1022,3 +1046,63 @@ class ContextWindow:
         first difference, and system messages become the system prompt. Atomic: on any error
         nothing changes. See :mod:`ctxwindow.sync`."""
         sync_window(self, messages)
+
+    # --- the cache-aware schedule (see ctxwindow.cache) ----------------------------------------
+
+    def _prefix_key(self) -> tuple[Any, ...]:
+        """A value that changes exactly when something sent before the conversation changes."""
+        overheads = self._overheads
+        return (*(m["content"] for m in overheads.messages), overheads.tool_tokens, id(overheads.tools))
+
+    def _needs_compaction(self) -> bool:
+        """Past the trigger: with ``cache="off"`` always; with ``cache="auto"`` above the budget
+        always (the budget never yields to cost), else when the compaction pays for itself."""
+        if not self._over(self.trigger):
+            return False
+        if self.cache is None or self._over(1.0):
+            return True
+        after = math.floor(self.target * self.prompt_budget / self._calibration)
+        growth = self.tokens_added / max(self.cache.calls, 1)
+        stable = self._overheads.tokens  # the blocks before the conversation stay cached
+        return self.cache.compaction_pays(self._total(), after, self._prefix_key(), growth, stable)
+
+    # --- sub-agent delegation (see ctxwindow.delegate) ------------------------------------------
+
+    def delegate(self, task: str, run: RunFunction, *, max_result_tokens: int = 500, max_tokens: int | None = None,
+                 reserve_output: int | None = None, system: str | None = None,
+                 checkpoint: TaskCheckpoint | None = None, tool_call_id: str | None = None,
+                 condense: Callable[[str, int], str] | None = None) -> DelegationResult:
+        """Runs ``task`` in a child window with a fresh budget (``max_tokens``, default this
+        window's) and adds one condensed result message here, within ``max_result_tokens``.
+
+        ``run(child)`` gets the child window (bootstrapped with this window's resume text and the
+        task) and returns the result as a str or as messages (the last assistant text is the
+        result); an async ``run`` is awaited (outside a running event loop; inside one use
+        :meth:`adelegate`). The result is an assistant message, or the tool result of
+        ``tool_call_id``; the child's whole transcript is archived and its id, named in the
+        message, resolves with :meth:`retrieve`. Events ``on_delegate_start`` and
+        ``on_delegate_end``. If anything fails, this window is unchanged and the error propagates.
+        Returns a :class:`ctxwindow.delegate.DelegationResult`.
+
+        >>> window = ContextWindow("gpt-4o", max_tokens=4_000)
+        >>> window.add({"role": "user", "content": "Summarise the logs."})
+        >>> result = window.delegate("read the logs", lambda child: "3 errors, all timeouts")
+        >>> window.retrieve(result.transcript_id)[-1]["content"]
+        '3 errors, all timeouts'
+        """
+        from ctxwindow.delegate import delegate
+
+        return delegate(self, task, run, max_result_tokens=max_result_tokens, max_tokens=max_tokens,
+                        reserve_output=reserve_output, system=system, checkpoint=checkpoint,
+                        tool_call_id=tool_call_id, condense=condense)
+
+    async def adelegate(self, task: str, run: RunFunction, *, max_result_tokens: int = 500, max_tokens: int | None = None,
+                        reserve_output: int | None = None, system: str | None = None,
+                        checkpoint: TaskCheckpoint | None = None, tool_call_id: str | None = None,
+                        condense: Callable[[str, int], str] | None = None) -> DelegationResult:
+        """:meth:`delegate` for async code: an async ``run`` is awaited on this event loop."""
+        from ctxwindow.delegate import adelegate
+
+        return await adelegate(self, task, run, max_result_tokens=max_result_tokens, max_tokens=max_tokens,
+                               reserve_output=reserve_output, system=system, checkpoint=checkpoint,
+                               tool_call_id=tool_call_id, condense=condense)

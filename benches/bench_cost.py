@@ -1,0 +1,156 @@
+"""What the replays cost with the provider's prompt cache counted: the cache-aware schedule
+(``cache="auto"``) against the cache-naive manager (trim to fit before every call), the
+watermark alone (``cache="off"``, compaction at 80% down to 60%) and the unmanaged prompt, over
+every tau-bench, SWE-agent and chitchat replay in the shared data, at 8k, 16k and 32k budgets,
+priced as GPT-4o (OpenAI's cache rules: 50% discount, 128-token steps) and as Claude Sonnet 4.5
+(Anthropic's: 90% discount, 25% write surcharge, message boundaries).
+
+    python benches/bench_cost.py [--limit N] [--workers N]
+
+A "long" replay is one whose unmanaged prompt exceeds the budget at some call (management is
+needed); the targets are: cache-aware at least 30% cheaper than cache-naive, and cheaper than
+unmanaged on every long replay; the budget holds on every call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+
+from _common import SHARED_DATA, write_results  # noqa: E402
+
+from ctxwindow.cli import load_conversation  # noqa: E402
+from ctxwindow.cost import ANTHROPIC, OPENAI, PRICES, CacheRules  # noqa: E402
+from ctxwindow.costreport import compare_costs  # noqa: E402
+
+BUDGETS = (8_000, 16_000, 32_000)
+PRICINGS: dict[str, tuple[str, CacheRules]] = {"gpt-4o": ("gpt-4o", OPENAI),
+                                               "claude-sonnet-4-5": ("claude-sonnet-4-5", ANTHROPIC)}
+VARIANTS = ("managed", "watermark", "cache_naive", "unmanaged")
+
+
+def _sources(limit: int | None) -> list[tuple[str, str, int]]:
+    """(dataset, file, index) of every replay."""
+    import json
+
+    tau = SHARED_DATA / "tau_bench_airline" / "gpt-4o-airline.json"
+    chat = SHARED_DATA / "chitchat_byu" / "chitchat_long250.jsonl"
+    swe = sorted((SHARED_DATA / "swe_agent_trajs").glob("*.traj"))
+    tau_count = len(json.loads(tau.read_text()))
+    chat_count = sum(1 for line in chat.read_text().splitlines() if line.strip())
+    out = [("tau-bench", str(tau), i) for i in range(tau_count)[:limit]]
+    out += [("swe-agent", str(p), 0) for p in swe[:limit]]
+    out += [("chitchat", str(chat), i) for i in range(chat_count)[:limit]]
+    return out
+
+
+def _one(source: tuple[str, str, int]) -> list[dict[str, Any]]:
+    dataset, path, index = source
+    _, messages = load_conversation(path, index)
+    rows = []
+    for budget in BUDGETS:
+        for pricing, (price_model, rules) in PRICINGS.items():
+            row: dict[str, Any] = {"dataset": dataset, "file": Path(path).name, "index": index, "budget": budget,
+                                   "pricing": pricing}
+            comparison = compare_costs(messages, "gpt-4o", budget, PRICES[price_model], rules,
+                                       variants={"watermark": {"cache": "off"}})
+            if comparison.overflows:  # protected content alone exceeds the budget: not comparable
+                row["overflow"] = next(iter(comparison.overflows.values()))
+                rows.append(row)
+                continue
+            summary = comparison.summary()
+            unmanaged_peak = max((c.prompt_tokens for c in comparison.runs["unmanaged"].calls), default=0)
+            row.update({name: summary[name] for name in VARIANTS})
+            row["long"] = unmanaged_peak > budget
+            row["calls"] = len(comparison.runs["managed"].calls)
+            rows.append(row)
+    return rows
+
+
+def _pct(saving: float) -> str:
+    return f"{saving:+.1%}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--limit", type=int, help="replays per dataset (default: all)")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    sources = _sources(args.limit)
+    started = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for result in pool.map(_one, sources, chunksize=4):
+            rows.extend(result)
+    seconds = time.perf_counter() - started
+    table = [["data", "budget", "priced as", "replays (long)", "cached share aware / watermark / naive / unmanaged",
+              "USD aware", "USD watermark", "USD naive", "USD unmanaged", "aware vs naive (all)",
+              "aware vs naive (long)", "watermark vs naive (long)", "aware vs unmanaged (long)",
+              "long replays where aware < unmanaged", "budget held"]]
+    groups: dict[str, Any] = {}
+    misses: list[dict[str, Any]] = []
+    for dataset in ("tau-bench", "swe-agent", "chitchat"):
+        for budget in BUDGETS:
+            for pricing in PRICINGS:
+                group = [r for r in rows if r["dataset"] == dataset and r["budget"] == budget
+                         and r["pricing"] == pricing and "overflow" not in r]
+                overflows = sum(1 for r in rows if r["dataset"] == dataset and r["budget"] == budget
+                                and r["pricing"] == pricing and "overflow" in r)
+                if not group:
+                    continue
+                usd = {v: sum(r[v]["usd"] for r in group) for v in VARIANTS}
+                share = {v: (sum(r[v]["cached_tokens"] for r in group) / max(sum(r[v]["input_tokens"] for r in group), 1))
+                         for v in VARIANTS}
+                long = [r for r in group if r["long"]]
+                long_usd = {v: sum(r[v]["usd"] for r in long) for v in VARIANTS}
+                wins = sum(1 for r in long if r["managed"]["usd"] < r["unmanaged"]["usd"])
+                for r in long:
+                    if r["managed"]["usd"] >= r["unmanaged"]["usd"]:
+                        misses.append({k: r[k] for k in ("dataset", "file", "index", "budget", "pricing")}
+                                      | {"aware": r["managed"]["usd"], "unmanaged": r["unmanaged"]["usd"]})
+                held = all(r["managed"]["budget_ok"] and r["cache_naive"]["budget_ok"] and r["watermark"]["budget_ok"]
+                           for r in group)
+                key = f"{dataset}/{budget}/{pricing}"
+                groups[key] = {"replays": len(group), "long": len(long), "overflows": overflows, "usd": usd,
+                               "cached_share": share, "long_usd": long_usd, "long_wins": wins, "budget_held": held,
+                               "aware_vs_naive": 1 - usd["managed"] / usd["cache_naive"] if usd["cache_naive"] else 0.0,
+                               "aware_vs_unmanaged_long": (1 - long_usd["managed"] / long_usd["unmanaged"]
+                                                           if long_usd["unmanaged"] else 0.0)}
+                g = groups[key]
+                table.append([dataset, f"{budget // 1000}k", pricing,
+                              f"{len(group)} ({len(long)})" + (f", {overflows} overflow" if overflows else ""),
+                              " / ".join(f"{share[v]:.0%}" for v in VARIANTS),
+                              *(f"{usd[v]:.2f}" for v in VARIANTS),
+                              _pct(g["aware_vs_naive"]),
+                              _pct(1 - long_usd["managed"] / long_usd["cache_naive"]) if long else "-",
+                              _pct(1 - long_usd["watermark"] / long_usd["cache_naive"]) if long else "-",
+                              _pct(g["aware_vs_unmanaged_long"]) if long else "-",
+                              f"{wins}/{len(long)}" if long else "-", "yes" if held else "NO"])
+    per_replay = [1 - r["managed"]["usd"] / r["cache_naive"]["usd"] for r in rows
+                  if "overflow" not in r and r["cache_naive"]["compactions"] > 0]
+    # Per-replay figures of the long replays only (the others cost the same under every manager).
+    long_rows = [{**{k: r[k] for k in ("dataset", "file", "index", "budget", "pricing", "calls")},
+                  **{v: {"usd": round(r[v]["usd"], 6), "cached_share": round(r[v]["cached_share"], 4)}
+                     for v in VARIANTS}}
+                 for r in rows if r.get("long")]
+    payload = {"seconds": seconds, "groups": groups, "misses": misses, "long_replays": long_rows,
+               "per_replay_aware_vs_naive_median": statistics.median(per_replay) if per_replay else None,
+               "replays_where_naive_compacted": len(per_replay)}
+    write_results("cost", payload, table,
+                  f"Cost of the replays with the prompt cache counted (aware = cache=\"auto\"; savings as "
+                  f"1 - aware/peer; {len(sources)} replays x 3 budgets x 2 price lists, {seconds:.0f} s)")
+    print(f"median per-replay saving vs cache-naive where the naive manager compacted: "
+          f"{payload['per_replay_aware_vs_naive_median']} over {len(per_replay)} replays")
+    print(f"long replays where aware >= unmanaged: {len(misses)}")
+
+
+if __name__ == "__main__":
+    main()
