@@ -44,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
-from _common import SHARED_DATA, machine, write_results  # noqa: E402
+from _common import RESULTS, SHARED_DATA, machine, write_results  # noqa: E402
 
 from ctxwindow import ContextOverflowError, ContextWindow, Recall  # noqa: E402
 from ctxwindow.checkpoint import SQLiteCheckpointStore  # noqa: E402
@@ -54,6 +54,7 @@ from ctxwindow.recall import RECALL_HEADER  # noqa: E402
 DATA = SHARED_DATA / "longmemeval"
 SIZES = (4_000, 8_000, 16_000)
 RECALL_SHARE = 0.25
+TITLE = "Recall on LongMemEval (64 questions, ~115k-token histories)"
 CONFIGS = ("fifo", "fifo+recall", "cascade+recall", "fifo+recall-bm25", "fifo+recall-fts5")
 #: Configurations measured at 8k only (the relevance ablations, and the cascade, which is slower).
 ABLATIONS = ("cascade+recall", "fifo+recall-bm25", "fifo+recall-fts5")
@@ -273,11 +274,14 @@ def table(report: dict[str, Any]) -> list[list[str]]:
 
 
 def main() -> None:
+    report: dict[str, Any]
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-cost", action="store_true")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--part", choices=("all", "tuning", "held_out"), default="all")
+    parser.add_argument("--cost-only", action="store_true",
+                        help="measure the cost again, keeping the presence figures of benches/results/recall.json")
     args = parser.parse_args()
 
     def log(line: str) -> None:
@@ -291,12 +295,18 @@ def main() -> None:
     sizes = (8_000,) if args.quick else SIZES
     configs = tuple(args.configs.split(","))
     log(f"machine: {machine()}")
-    report: dict[str, Any] = {"recall_share": RECALL_SHARE, "presence": presence(questions, sizes, configs, {}, log)}
+    if args.cost_only:
+        report = json.loads((RESULTS / "recall.json").read_text())
+        report.pop("machine", None)
+        report["cost"] = cost(log)
+        write_results("recall", report, table(report), TITLE)
+        return
+    report = {"recall_share": RECALL_SHARE, "presence": presence(questions, sizes, configs, {}, log)}
     if not args.quick and args.part == "all":
         report["oracle"] = oracle_control(log)
         if not args.no_cost:
             report["cost"] = cost(log)
-        write_results("recall", report, table(report), "Recall on LongMemEval (64 questions, ~115k-token histories)")
+        write_results("recall", report, table(report), TITLE)
 
 
 if __name__ == "__main__":
