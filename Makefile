@@ -78,8 +78,11 @@ lint: $(STAMP)
 
 # The window's stateful Hypothesis machine for 100,000 steps (not part of `make test`).
 SOAK_STEPS ?= 100000
+# ... and 8 threads x THREAD_OPS mixed operations on one TokenHistory and one Tokenizer.
+THREAD_OPS ?= 10000
 soak: build
 	CTXWINDOW_SOAK_STEPS=$(SOAK_STEPS) $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_window_machine.py -k soak
+	CTXWINDOW_THREAD_OPS=$(THREAD_OPS) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_threads.py
 
 # Regenerate the committed C header (the Rust test `header_is_current` fails when it drifts).
 header:
