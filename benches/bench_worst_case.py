@@ -4,7 +4,8 @@ linear byte-pair encoder) next to ctxwindow's core counter (benches/peer_bpe, bu
 
 The adversarial inputs are 10^6-byte texts that the split pattern leaves as one long piece (or
 that stress the pattern): a target is >= 30 MB/s on every one. Every count is checked equal to
-Python tiktoken's (and bpe-openai's) before anything is timed. The first long piece of a process
+Python tiktoken's and bpe-openai's before anything is timed (Python tiktoken panics with a regex
+stack overflow on 10^6 spaces; there bpe-openai's count is the reference). The first long piece of a process
 builds the linear counter's tables; that one-time cost is measured in a fresh process.
 """
 
@@ -104,9 +105,16 @@ def main() -> None:
             rust = peer_times(encoding, files)
             for name, texts in inputs.items():
                 size = sum(len(t.encode()) for t in texts) / 1e6
-                expected = [len(reference.encode_ordinary(t)) for t in texts]
-                assert [ours.count(t) for t in texts] == expected, f"count mismatch on {name}"
-                assert rust[name]["tokens"] == sum(expected), f"Rust count mismatch on {name}"
+                counts = [ours.count(t) for t in texts]
+                assert rust[name]["tokens"] == sum(counts), f"bpe-openai count differs on {name}"
+                try:
+                    expected = [len(reference.encode_ordinary(t)) for t in texts]
+                except BaseException as error:  # noqa: BLE001 - tiktoken panics on some input
+                    # Its regex overflows the stack on 10^6 spaces; bpe-openai is the reference.
+                    failure = f"{type(error).__name__}: {str(error)[:80]}"
+                    results[f"{encoding}/{name}"] = {"tiktoken_error": failure}
+                    expected = None
+                assert expected is None or counts == expected, f"count mismatch on {name}"
 
                 def count_ours(texts: list[str] = texts) -> None:
                     for text in texts:
@@ -117,19 +125,21 @@ def main() -> None:
                         reference.encode_ordinary(text)
 
                 t_ours = best_seconds(count_ours, repeat=3, min_time=0.3)
-                t_ref = best_seconds(count_reference, repeat=3, min_time=0.3)
+                t_ref = (best_seconds(count_reference, repeat=3, min_time=0.3)
+                         if expected is not None else float("nan"))
                 core_s, bpe_s = rust[name]["ctxwindow_core_s"], rust[name]["bpe_openai_s"]
                 kind = "adversarial" if name in hostile else "typical"
-                row = {"kind": kind, "megabytes": size, "tokens": sum(expected),
+                row = {"kind": kind, "megabytes": size, "tokens": sum(counts),
                        "ours_mb_s": size / t_ours, "tiktoken_mb_s": size / t_ref,
                        "ratio": t_ref / t_ours, "core_mb_s": size / core_s,
                        "bpe_openai_mb_s": size / bpe_s, "core_vs_bpe_openai": bpe_s / core_s}
-                results[f"{encoding}/{name}"] = row
+                results[f"{encoding}/{name}"] = {**results.get(f"{encoding}/{name}", {}), **row}
                 if kind == "adversarial" and row["ours_mb_s"] < slowest.get(encoding, (1e9, ""))[0]:
                     slowest[encoding] = (row["ours_mb_s"], name)
+                peer = f"{row['tiktoken_mb_s']:.1f}" if expected is not None else "fails (panic)"
+                ratio = f"**{row['ratio']:.2f}x**" if expected is not None else ""
                 table.append([encoding, f"{name} ({kind})", f"{size:.1f}",
-                              f"{row['ours_mb_s']:.1f}", f"{row['tiktoken_mb_s']:.1f}",
-                              f"**{row['ratio']:.2f}x**", f"{row['core_mb_s']:.1f}",
+                              f"{row['ours_mb_s']:.1f}", peer, ratio, f"{row['core_mb_s']:.1f}",
                               f"{row['bpe_openai_mb_s']:.1f}",
                               f"{row['core_vs_bpe_openai']:.2f}x"])
             first = first_long_piece_seconds(encoding)

@@ -27,6 +27,7 @@ use regex_automata::{Anchored, Input, MatchKind};
 use rustc_hash::FxHashMap;
 use tiktoken_rs::{CoreBPE, Rank};
 
+use crate::image::ImagePricing;
 use crate::{Error, Result};
 
 /// The byte-pair encodings with public vocabularies.
@@ -650,6 +651,8 @@ fn pair_key(left: Rank, right: Rank) -> u64 {
 pub struct Tokenizer {
     encoding: Encoding,
     vocab: &'static Vocab,
+    /// How chat accounting prices images: the model's family, GPT-4o's by default.
+    images: ImagePricing,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -670,9 +673,21 @@ impl Tokenizer {
         Ok(Self::from_encoding(Encoding::from_name(encoding)?))
     }
 
-    /// The tokenizer of an OpenAI model name.
+    /// The tokenizer of an OpenAI model name; chat accounting prices images as that model's
+    /// family does ([`ImagePricing::for_model`]).
     pub fn for_model(model: &str) -> Result<Self> {
-        Ok(Self::from_encoding(Encoding::for_model(model)?))
+        Ok(Self::from_encoding(Encoding::for_model(model)?)
+            .with_image_pricing(ImagePricing::for_model(model)))
+    }
+
+    /// This tokenizer with another image pricing for chat accounting.
+    pub fn with_image_pricing(self, images: ImagePricing) -> Self {
+        Self { images, ..self }
+    }
+
+    /// How chat accounting prices images.
+    pub fn image_pricing(&self) -> ImagePricing {
+        self.images
     }
 
     /// The tokenizer of an [`Encoding`]. The first call for an encoding parses its vocabulary.
@@ -680,6 +695,7 @@ impl Tokenizer {
         Self {
             encoding,
             vocab: encoding.vocab(),
+            images: ImagePricing::DEFAULT,
         }
     }
 
