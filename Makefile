@@ -108,3 +108,12 @@ clean:
 	rm -rf target $(VENV) tests/c/bin
 
 FORCE:
+
+# Exact counting on typical and adversarial text against Python tiktoken and, in Rust, the
+# bpe-openai crate (benches/peer_bpe, built here; not part of `make bench`: its build generates
+# ~70 MB of bpe-openai tables).
+.PHONY: bench-worst
+bench-worst: build
+	$(BIN)/python -m pip install --quiet -r benches/requirements.txt
+	$(BIN)/python benches/bench_worst_case.py
+	$(BIN)/python benches/embed_results.py
