@@ -117,3 +117,13 @@ bench-worst: build
 	$(BIN)/python -m pip install --quiet -r benches/requirements.txt
 	$(BIN)/python benches/bench_worst_case.py
 	$(BIN)/python benches/embed_results.py
+
+# Mutation fuzzing on stable Rust (fuzz/): exact counting against tiktoken-rs, the image-header
+# parser, chat accounting and the C entry points, FUZZ_SECONDS each (not part of `make test`).
+# Crashing inputs are written to fuzz/crashes/; copied to fuzz/seeds/TARGET/ they are replayed
+# first by every later run.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	CARGO_TARGET_DIR=target/fuzz cargo build --release --quiet --manifest-path fuzz/Cargo.toml
+	@for t in count image chat ffi; do target/fuzz/release/ctxwindow-fuzz $$t $(FUZZ_SECONDS) || exit 1; done

@@ -20,7 +20,9 @@ fn best_seconds(mut call: impl FnMut() -> usize) -> f64 {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let encoding = args.next().expect("usage: ctxwindow-peer-bpe ENCODING FILE...");
+    let encoding = args
+        .next()
+        .expect("usage: ctxwindow-peer-bpe ENCODING FILE...");
     let ours = ctxwindow_core::Tokenizer::new(&encoding).expect("a known encoding");
     let peer = match encoding.as_str() {
         "cl100k_base" => bpe_openai::cl100k_base(),
