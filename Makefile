@@ -127,3 +127,16 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	CARGO_TARGET_DIR=target/fuzz cargo build --release --quiet --manifest-path fuzz/Cargo.toml
 	@for t in count image chat ffi; do target/fuzz/release/ctxwindow-fuzz $$t $(FUZZ_SECONDS) || exit 1; done
+
+# The published wheel in dist/: abi3 (Python >= 3.10), manylinux2014 through zig (PyPI's ziglang),
+# no debug info, symbols stripped (Cargo profile `wheel`). auditwheel checks the tag, and
+# tests/test_wheel.py checks the size (<= 10 MB) and installs it into a fresh virtualenv without
+# Rust on PATH, where `ctxwindow replay` runs (its dependencies come from the pip index).
+.PHONY: wheel
+wheel: $(STAMP)
+	$(BIN)/python -m pip install --quiet ziglang auditwheel
+	rm -rf dist
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin build --profile wheel --zig --compatibility manylinux2014 --out dist
+	$(BIN)/auditwheel show dist/ctxwindow-*.whl
+	CTXWINDOW_WHEEL="$$(ls dist/ctxwindow-*.whl)" $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_wheel.py
+	@ls -l dist/ctxwindow-*.whl
