@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-WHEEL = os.environ.get("CTXWINDOW_WHEEL")
+WHEEL = str(Path(os.environ["CTXWINDOW_WHEEL"]).resolve()) if os.environ.get("CTXWINDOW_WHEEL") else None
 pytestmark = pytest.mark.skipif(not WHEEL, reason="run by `make wheel` (CTXWINDOW_WHEEL unset)")
 MAX_BYTES = 10 * 1024 * 1024
 
