@@ -78,8 +78,11 @@ lint: $(STAMP)
 
 # The window's stateful Hypothesis machine for 100,000 steps (not part of `make test`).
 SOAK_STEPS ?= 100000
+# ... and 8 threads x THREAD_OPS mixed operations on one TokenHistory and one Tokenizer.
+THREAD_OPS ?= 10000
 soak: build
 	CTXWINDOW_SOAK_STEPS=$(SOAK_STEPS) $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_window_machine.py -k soak
+	CTXWINDOW_THREAD_OPS=$(THREAD_OPS) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_threads.py
 
 # Regenerate the committed C header (the Rust test `header_is_current` fails when it drifts).
 header:
@@ -108,3 +111,35 @@ clean:
 	rm -rf target $(VENV) tests/c/bin
 
 FORCE:
+
+# Exact counting on typical and adversarial text against Python tiktoken and, in Rust, the
+# bpe-openai crate (benches/peer_bpe, built here; not part of `make bench`: its build generates
+# ~70 MB of bpe-openai tables).
+.PHONY: bench-worst
+bench-worst: build
+	$(BIN)/python -m pip install --quiet -r benches/requirements.txt
+	$(BIN)/python benches/bench_worst_case.py
+	$(BIN)/python benches/embed_results.py
+
+# Mutation fuzzing on stable Rust (fuzz/): exact counting against tiktoken-rs, the image-header
+# parser, chat accounting and the C entry points, FUZZ_SECONDS each (not part of `make test`).
+# Crashing inputs are written to fuzz/crashes/; copied to fuzz/seeds/TARGET/ they are replayed
+# first by every later run.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	CARGO_TARGET_DIR=target/fuzz cargo build --release --quiet --manifest-path fuzz/Cargo.toml
+	@for t in count image chat ffi; do target/fuzz/release/ctxwindow-fuzz $$t $(FUZZ_SECONDS) || exit 1; done
+
+# The published wheel in dist/: abi3 (Python >= 3.10), manylinux2014 through zig (PyPI's ziglang),
+# no debug info, symbols stripped (Cargo profile `wheel`). auditwheel checks the tag, and
+# tests/test_wheel.py checks the size (<= 10 MB) and installs it into a fresh virtualenv without
+# Rust on PATH, where `ctxwindow replay` runs (its dependencies come from the pip index).
+.PHONY: wheel
+wheel: $(STAMP)
+	$(BIN)/python -m pip install --quiet ziglang auditwheel
+	rm -rf dist
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin build --profile wheel --zig --compatibility manylinux2014 --out dist
+	$(BIN)/auditwheel show dist/ctxwindow-*.whl
+	CTXWINDOW_WHEEL="$$(ls dist/ctxwindow-*.whl)" $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_wheel.py
+	@ls -l dist/ctxwindow-*.whl

@@ -5,7 +5,6 @@ tool results under a small budget."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from langchain_core.tools import tool  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 from ctxwindow import Tokenizer  # noqa: E402
+from ctxwindow.tools import count_tools  # noqa: E402
 from ctxwindow.integrations.langchain import ContextWindowMiddleware, token_counter  # noqa: E402
 from ctxwindow.messages import check_history  # noqa: E402
 
@@ -69,7 +69,7 @@ def check_requests(model: RecordingModel, question: str) -> None:
     assert len(model.received) >= 2
     from langchain_core.utils.function_calling import convert_to_openai_tool
     tools = [convert_to_openai_tool(t) for t in model.tools]
-    tool_tokens = tokenizer.count(json.dumps(tools, ensure_ascii=False, sort_keys=True))
+    tool_tokens = count_tools(tools, tokenizer)
     for request in model.received:
         assert check_history(request) == [], request
         assert request[0] == {"role": "system", "content": SYSTEM}

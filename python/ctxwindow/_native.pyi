@@ -124,7 +124,10 @@ class CallableTokenizer:
 
 def encoding_names() -> list[str]: ...
 def encoding_for_model(model: str) -> str: ...
-def image_tokens(detail: str = "auto", width: int | None = None, height: int | None = None) -> int: ...
+def image_tokens(
+    detail: str = "auto", width: int | None = None, height: int | None = None, model: str | None = None
+) -> int:
+    """Tokens of an image part, priced as ``model``'s family does (GPT-4o's when None)."""
 
 def score_columns(
     policy_name: str,

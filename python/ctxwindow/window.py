@@ -73,6 +73,7 @@ from ctxwindow.errors import (
 from ctxwindow.events import EVENTS, EventBus, StatusEvent
 from ctxwindow.fidelity import key_fact_retention
 from ctxwindow.gate import overhead_text
+from ctxwindow.tools import count_tools
 from ctxwindow.instructions import Instruction, StandingInstructions
 from ctxwindow.messages import (
     PLACEHOLDER_USER,
@@ -363,7 +364,7 @@ class ContextWindow:
     def _with_tools(self, overhead: _Overhead, tools: object) -> _Overhead:
         if tools is not None and not isinstance(tools, list):
             raise InvalidTypeError(f"tools must be a list of tool definitions, not {type(tools).__name__}")
-        tokens = self.tokenizer.count(json.dumps(tools, ensure_ascii=False, sort_keys=True)) if tools else 0
+        tokens = count_tools(tools, self.tokenizer)  # as OpenAI renders them (ctxwindow.tools)
         return replace(overhead, tools=tools, tool_tokens=tokens)
 
     def _with_notes(self, overhead: _Overhead) -> _Overhead:

@@ -5,11 +5,11 @@
 //! - the tokens of every string value of the message: role, content text parts, name,
 //!   tool_call_id;
 //! - for each tool call, the tokens of its function name and of its arguments string, plus 3;
-//! - image parts by [`image_tokens`](crate::image::image_tokens) (never their URL or base64 data);
+//! - image parts by the model's [`ImagePricing`] (never their URL or base64 data);
 //! - 3 tokens for the priming of the reply, once per list.
 
 use crate::Tokenizer;
-use crate::image::{ImageDetail, image_tokens};
+use crate::image::{ImageDetail, ImagePricing};
 
 /// Framing tokens of every message.
 pub const TOKENS_PER_MESSAGE: u64 = 3;
@@ -61,15 +61,25 @@ pub struct ChatMessage<'a> {
 /// Tokens of one message in a prompt (framing included, reply priming excluded), with any text
 /// counter: an exact [`Tokenizer`], a [`HeuristicCounter`](crate::tokenize::HeuristicCounter), or a
 /// frontend's callable.
+/// Images are priced as GPT-4o prices them.
 pub fn message_tokens<E>(
     message: &ChatMessage<'_>,
+    count: impl FnMut(&str) -> Result<u64, E>,
+) -> Result<u64, E> {
+    message_tokens_with(message, ImagePricing::DEFAULT, count)
+}
+
+/// [`message_tokens`] with the image pricing of a given model family.
+pub fn message_tokens_with<E>(
+    message: &ChatMessage<'_>,
+    images: ImagePricing,
     mut count: impl FnMut(&str) -> Result<u64, E>,
 ) -> Result<u64, E> {
     let mut tokens = TOKENS_PER_MESSAGE + count(message.role)?;
     for part in &message.parts {
         tokens += match *part {
             Part::Text(text) => count(text)?,
-            Part::Image { detail, size } => image_tokens(detail, size),
+            Part::Image { detail, size } => images.tokens(detail, size),
         };
     }
     if let Some(name) = message.name {
@@ -88,7 +98,7 @@ impl Tokenizer {
     /// Tokens of one message in a prompt (framing included, reply priming excluded).
     pub fn count_message(&self, message: &ChatMessage<'_>) -> u64 {
         let exact = |text: &str| Ok::<u64, std::convert::Infallible>(self.count(text) as u64);
-        match message_tokens(message, exact) {
+        match message_tokens_with(message, self.image_pricing(), exact) {
             Ok(tokens) => tokens,
             Err(never) => match never {},
         }
@@ -141,5 +151,27 @@ mod tests {
         assert_eq!(t.count_message(&image), 3 + 1 + 85);
         assert_eq!(t.count_messages(&[user, image]), 6 + 89 + 3);
         assert_eq!(t.count_messages(&[]), 3);
+    }
+
+    #[test]
+    fn images_are_priced_by_the_model() {
+        let image = ChatMessage {
+            role: "user",
+            parts: vec![Part::Image {
+                detail: ImageDetail::High,
+                size: Some((1024, 1024)),
+            }],
+            ..Default::default()
+        };
+        let cost = |model: &str| Tokenizer::for_model(model).unwrap().count_message(&image) - 4;
+        assert_eq!(cost("gpt-4o"), 765);
+        assert_eq!(cost("gpt-4o-mini"), 2833 + 4 * 5667);
+        assert_eq!(cost("gpt-4.1-mini"), 1024 * 162 / 100);
+        assert_eq!(cost("o4-mini"), 1024 * 172 / 100);
+        // An encoding alone has no model: GPT-4o's pricing.
+        assert_eq!(
+            Tokenizer::new("o200k_base").unwrap().count_message(&image) - 4,
+            765
+        );
     }
 }

@@ -33,19 +33,195 @@ pub const TOKENS_PER_TILE: u64 = 170;
 /// Most tiles an image can have after the resize (768 x 2048: 2 x 4).
 pub const MAX_TILES: u64 = 8;
 
-/// Tokens of an image part. `size` is `(width, height)` in pixels when known; without it a
-/// high-detail image counts the upper bound (`85 + 170 * 8 = 1445`) so a budget stays safe.
+/// Tokens of an image part for GPT-4o (see [`ImagePricing::for_model`] for other models). `size`
+/// is `(width, height)` in pixels when known; without it a high-detail image counts the upper
+/// bound (`85 + 170 * 8 = 1445`) so a budget stays safe.
 ///
 /// High detail: the image is scaled to fit in 2048 x 2048, then (if its shorter side is longer)
 /// so that its shorter side is 768 px; it costs 85 plus 170 per 512 px tile.
 pub fn image_tokens(detail: ImageDetail, size: Option<(u32, u32)>) -> u64 {
-    match (detail, size) {
-        (ImageDetail::Low, _) => LOW_DETAIL_TOKENS,
-        (_, None) => LOW_DETAIL_TOKENS + TOKENS_PER_TILE * MAX_TILES,
-        (_, Some((width, height))) => {
-            LOW_DETAIL_TOKENS + TOKENS_PER_TILE * high_detail_tiles(width, height)
+    ImagePricing::DEFAULT.tokens(detail, size)
+}
+
+/// How a model family bills an image.
+///
+/// Source: OpenAI, "Images and vision", section "Calculating costs"
+/// (<https://platform.openai.com/docs/guides/images-vision#calculating-costs>): a table of base
+/// and tile tokens for the tile models, and the 32 px patch algorithm with its per-model
+/// multipliers for the patch models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImagePricing {
+    /// 512 px tiles after the standard resize (fit in 2048 x 2048, shorter side at most 768):
+    /// `base` plus `tile` per tile at high detail, `base` alone at low detail.
+    Tiles {
+        /// Tokens of a low-detail image, and the base of a high-detail one.
+        base: u64,
+        /// Tokens per 512 px tile.
+        tile: u64,
+    },
+    /// 32 px patches, at most [`MAX_PATCHES`] (a larger image is scaled down to fit), times a
+    /// per-model multiplier; `detail` does not apply.
+    Patches {
+        /// The multiplier in hundredths (162 for 1.62).
+        multiplier_percent: u64,
+    },
+}
+
+/// Most 32 px patches an image of a patch model is billed for.
+pub const MAX_PATCHES: u64 = 1536;
+
+/// Model-name prefixes and their pricing, most specific first (the docs' table; a name that
+/// matches none is priced as GPT-4o).
+const FAMILIES: &[(&str, ImagePricing)] = &[
+    // gpt-4o-mini: base 2833, tile 5667 (the same dollar cost as gpt-4o at its lower price).
+    (
+        "gpt-4o-mini",
+        ImagePricing::Tiles {
+            base: 2833,
+            tile: 5667,
+        },
+    ),
+    (
+        "ft:gpt-4o-mini",
+        ImagePricing::Tiles {
+            base: 2833,
+            tile: 5667,
+        },
+    ),
+    // Patch models: gpt-4.1-mini x 1.62, gpt-4.1-nano x 2.46, o4-mini x 1.72, gpt-5-mini x 1.62,
+    // gpt-5-nano x 2.46.
+    (
+        "gpt-4.1-mini",
+        ImagePricing::Patches {
+            multiplier_percent: 162,
+        },
+    ),
+    (
+        "ft:gpt-4.1-mini",
+        ImagePricing::Patches {
+            multiplier_percent: 162,
+        },
+    ),
+    (
+        "gpt-4.1-nano",
+        ImagePricing::Patches {
+            multiplier_percent: 246,
+        },
+    ),
+    (
+        "ft:gpt-4.1-nano",
+        ImagePricing::Patches {
+            multiplier_percent: 246,
+        },
+    ),
+    (
+        "o4-mini",
+        ImagePricing::Patches {
+            multiplier_percent: 172,
+        },
+    ),
+    (
+        "gpt-5-mini",
+        ImagePricing::Patches {
+            multiplier_percent: 162,
+        },
+    ),
+    (
+        "gpt-5-nano",
+        ImagePricing::Patches {
+            multiplier_percent: 246,
+        },
+    ),
+    // gpt-5 and gpt-5-chat-latest: base 70, tile 140.
+    (
+        "gpt-5",
+        ImagePricing::Tiles {
+            base: 70,
+            tile: 140,
+        },
+    ),
+    // o1, o1-pro, o3: base 75, tile 150.
+    (
+        "o1",
+        ImagePricing::Tiles {
+            base: 75,
+            tile: 150,
+        },
+    ),
+    (
+        "o3",
+        ImagePricing::Tiles {
+            base: 75,
+            tile: 150,
+        },
+    ),
+    // computer-use-preview: base 65, tile 129.
+    (
+        "computer-use-preview",
+        ImagePricing::Tiles {
+            base: 65,
+            tile: 129,
+        },
+    ),
+    // gpt-4o, gpt-4.1, gpt-4.5: base 85, tile 170 (also the default).
+    ("gpt-4.1", ImagePricing::DEFAULT),
+    ("gpt-4.5", ImagePricing::DEFAULT),
+    ("gpt-4o", ImagePricing::DEFAULT),
+    ("chatgpt-4o", ImagePricing::DEFAULT),
+];
+
+impl ImagePricing {
+    /// GPT-4o's tiles (85 + 170 per tile), also used for models the table does not name.
+    pub const DEFAULT: Self = Self::Tiles {
+        base: LOW_DETAIL_TOKENS,
+        tile: TOKENS_PER_TILE,
+    };
+
+    /// The pricing of an OpenAI model name (dated and fine-tuned names included); GPT-4o's for
+    /// a name the table does not know.
+    pub fn for_model(model: &str) -> Self {
+        FAMILIES
+            .iter()
+            .find(|(prefix, _)| model.starts_with(prefix))
+            .map_or(Self::DEFAULT, |&(_, pricing)| pricing)
+    }
+
+    /// Tokens of an image part; `size` is `(width, height)` in pixels when known, and an
+    /// unknown size counts the most the model can bill (high detail for tile models).
+    pub fn tokens(self, detail: ImageDetail, size: Option<(u32, u32)>) -> u64 {
+        match self {
+            Self::Tiles { base, .. } if detail == ImageDetail::Low => base,
+            Self::Tiles { base, tile } => {
+                let tiles = size.map_or(MAX_TILES, |(w, h)| high_detail_tiles(w, h));
+                base + tile * tiles
+            }
+            Self::Patches { multiplier_percent } => {
+                let patches = size.map_or(MAX_PATCHES, |(w, h)| image_patches(w, h));
+                // The docs give no rounding; the API bills 1536 patches at 1.62 as 2488
+                // (1536 x 1.62 = 2488.32), so the fraction is dropped.
+                patches * multiplier_percent / 100
+            }
         }
     }
+}
+
+/// Number of 32 px patches a patch model bills for a `width` x `height` image: the patches
+/// covering it, or, above [`MAX_PATCHES`], those of the image scaled down (aspect kept) by
+/// `sqrt(1536 * 32^2 / (width * height))`, then further so that its limiting side is a whole
+/// number of patches (the published algorithm; 1800 x 2400 gives 33 x 44 = 1452).
+pub fn image_patches(width: u32, height: u32) -> u64 {
+    const PATCH: f64 = 32.0;
+    let (w, h) = (f64::from(width), f64::from(height));
+    let covering = u64::from(width.div_ceil(32)) * u64::from(height.div_ceil(32));
+    if covering <= MAX_PATCHES {
+        return covering;
+    }
+    let shrink = (MAX_PATCHES as f64 * PATCH * PATCH / (w * h)).sqrt();
+    let (sw, sh) = (w * shrink / PATCH, h * shrink / PATCH);
+    let fit = (sw.floor() / sw).min(sh.floor() / sh);
+    // A side that is mathematically a whole number of patches must not round up over it.
+    let patches = |side: f64| (side * fit - 1e-9).ceil().max(1.0) as u64;
+    (patches(sw) * patches(sh)).min(MAX_PATCHES)
 }
 
 /// Number of 512 px tiles of a high-detail image of `width` x `height` after the resize.
@@ -148,6 +324,104 @@ mod tests {
         assert_eq!(image_tokens(ImageDetail::Low, Some((4096, 8192))), 85);
         assert_eq!(image_tokens(ImageDetail::Auto, None), 1445);
         assert_eq!(image_tokens(ImageDetail::High, Some((100, 100))), 255);
+    }
+
+    #[test]
+    fn tile_families() {
+        // The docs' examples scale with each family's base and tile tokens.
+        let mini = ImagePricing::for_model("gpt-4o-mini-2024-07-18");
+        assert_eq!(
+            mini,
+            ImagePricing::Tiles {
+                base: 2833,
+                tile: 5667
+            }
+        );
+        assert_eq!(
+            mini.tokens(ImageDetail::High, Some((1024, 1024))),
+            2833 + 4 * 5667
+        );
+        assert_eq!(mini.tokens(ImageDetail::Low, Some((1024, 1024))), 2833);
+        assert_eq!(mini.tokens(ImageDetail::Auto, None), 2833 + 8 * 5667);
+        for model in [
+            "gpt-4o",
+            "gpt-4o-2024-08-06",
+            "gpt-4.1",
+            "gpt-4.1-2025-04-14",
+            "gpt-4.5-preview",
+            "unknown-model",
+        ] {
+            assert_eq!(
+                ImagePricing::for_model(model).tokens(ImageDetail::High, Some((2048, 4096))),
+                1105,
+                "{model}"
+            );
+        }
+        let o3 = ImagePricing::for_model("o3");
+        assert_eq!(
+            o3.tokens(ImageDetail::High, Some((1024, 1024))),
+            75 + 4 * 150
+        );
+        let gpt5 = ImagePricing::for_model("gpt-5-2025-08-07");
+        assert_eq!(
+            gpt5.tokens(ImageDetail::High, Some((1024, 1024))),
+            70 + 4 * 140
+        );
+        let cua = ImagePricing::for_model("computer-use-preview");
+        assert_eq!(cua.tokens(ImageDetail::Low, None), 65);
+    }
+
+    #[test]
+    fn patch_families() {
+        // The docs' examples: 1024 x 1024 is 32 x 32 = 1024 patches; 1800 x 2400 is scaled to
+        // 1056 x 1408, 33 x 44 = 1452 patches.
+        assert_eq!(image_patches(1024, 1024), 1024);
+        assert_eq!(image_patches(1800, 2400), 1452);
+        assert_eq!(image_patches(2400, 1800), 1452);
+        assert_eq!(image_patches(1, 1), 1);
+        assert_eq!(image_patches(33, 1), 2);
+        // Never more than the cap, whatever the shape.
+        for (w, h) in [
+            (4000, 1474),
+            (10_000, 10_000),
+            (1, 100_000),
+            (100_000, 1),
+            (u32::MAX, u32::MAX),
+        ] {
+            assert!(
+                (1..=MAX_PATCHES).contains(&image_patches(w, h)),
+                "{w} x {h}"
+            );
+        }
+        let mini = ImagePricing::for_model("gpt-4.1-mini");
+        assert_eq!(
+            mini,
+            ImagePricing::Patches {
+                multiplier_percent: 162
+            }
+        );
+        assert_eq!(
+            mini.tokens(ImageDetail::High, Some((1024, 1024))),
+            1024 * 162 / 100
+        );
+        // Detail does not apply; an unknown size bills the cap: 1536 x 1.62 = 2488.
+        assert_eq!(mini.tokens(ImageDetail::Low, None), 2488);
+        let nano = ImagePricing::for_model("gpt-4.1-nano-2025-04-14");
+        assert_eq!(
+            nano.tokens(ImageDetail::High, Some((1800, 2400))),
+            1452 * 246 / 100
+        );
+        let o4 = ImagePricing::for_model("o4-mini");
+        assert_eq!(
+            o4.tokens(ImageDetail::Auto, Some((1024, 1024))),
+            1024 * 172 / 100
+        );
+        assert_eq!(
+            ImagePricing::for_model("gpt-5-mini"),
+            ImagePricing::Patches {
+                multiplier_percent: 162
+            }
+        );
     }
 
     #[test]

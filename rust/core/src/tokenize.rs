@@ -11,14 +11,14 @@
 //!    `\s+(?!\S)` does). The possessive quantifiers of the patterns never change what matches
 //!    there, so they are dropped.
 //! 2. A piece that is itself a token counts 1 (one hash lookup, the common case); otherwise the
-//!    byte-pair merges run on the piece and only the number of parts is kept.
+//!    byte-pair merges run on the piece and only the number of parts is kept. Short pieces run
+//!    `tiktoken`'s merge loop on the stack; long ones (a run like `"a" * 1_000_000` is one piece)
+//!    the linear backtracking encoder of the `bpe` crate ([`Backtrack`]), so no input is slow.
 //!
 //! Differential tests hold the counts to Python `tiktoken` and to `tiktoken-rs`.
 
 use std::cell::RefCell;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use rayon::prelude::*;
 use regex::Regex;
@@ -27,6 +27,7 @@ use regex_automata::{Anchored, Input, MatchKind};
 use rustc_hash::FxHashMap;
 use tiktoken_rs::{CoreBPE, Rank};
 
+use crate::image::ImagePricing;
 use crate::{Error, Result};
 
 /// The byte-pair encodings with public vocabularies.
@@ -204,6 +205,8 @@ struct Vocab {
     family: Family,
     /// Slot of this vocabulary's DFA cache in the thread-local [`DFA_CACHES`].
     slot: usize,
+    /// The tables of the linear counter of long pieces, built on the first long piece.
+    backtrack: OnceLock<Backtrack>,
 }
 
 thread_local! {
@@ -244,7 +247,12 @@ impl Vocab {
             splitter,
             family,
             slot,
+            backtrack: OnceLock::new(),
         }
+    }
+
+    fn backtrack(&self) -> &Backtrack {
+        self.backtrack.get_or_init(|| Backtrack::new(&self.ranks))
     }
 
     /// End of the piece starting at `start` (the pattern matches at every position).
@@ -298,13 +306,15 @@ impl Vocab {
         } else if piece.len() < SMALL_PIECE {
             merge_count_small(&self.ranks, piece)
         } else {
-            merge_count_large(&self.ranks, piece)
+            self.backtrack()
+                .count(piece)
+                .unwrap_or_else(|| merge_count_large(&self.ranks, piece))
         }
     }
 }
 
 /// Pieces shorter than this use the quadratic merge on the stack, as `tiktoken` does; longer ones
-/// a heap, so a run like `"a" * 1_000_000` costs O(n log n).
+/// the linear [`Backtrack`] counter, so a run like `"a" * 1_000_000` costs O(n).
 const SMALL_PIECE: usize = 100;
 
 /// Number of tokens of `piece` (not itself a token, 2 <= len < [`SMALL_PIECE`]) after the
@@ -351,10 +361,14 @@ fn merge_count_small(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
     count - 1
 }
 
-/// Number of tokens of `piece` after the byte-pair merges, for long pieces: the same merges in
-/// the same order as [`merge_count_small`] (lowest rank first, leftmost among equal ranks), with a
-/// binary heap of candidate pairs and a linked list of parts.
+/// Number of tokens of `piece` after the byte-pair merges: the same merges in the same order as
+/// [`merge_count_small`] (lowest rank first, leftmost among equal ranks), with a binary heap of
+/// candidate pairs and a linked list of parts. O(n log n); the reference of the differential
+/// tests of [`Backtrack`] on long pieces, and its fallback where backtracking would be slower.
 fn merge_count_large(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
     /// A part of the piece, identified by its start offset.
     #[derive(Clone, Copy)]
     struct Part {
@@ -429,12 +443,216 @@ fn merge_count_large(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
     count
 }
 
+/// Linear-time token counts of long pieces: the backtracking encoder of the `bpe` crate
+/// (github/rust-gems, MIT; the algorithm behind `bpe-openai`), on tables built from this
+/// vocabulary's ranks instead of that crate's serialized automata (which add ~50 MB).
+///
+/// The encoder walks left to right, appending the longest token that starts at the current
+/// position if it is *compatible* with the previous token (byte-pair merging the two tokens'
+/// bytes gives back exactly these two tokens); otherwise it tries the next shorter prefix token,
+/// and when none is left it drops the previous token and retries that one's shorter prefixes. A
+/// bit per byte position remembers positions from which no valid encoding continues, so each
+/// position is abandoned at most once. For a vocabulary where every token byte-pair encodes to
+/// itself (tested for all four), the result is the byte-pair merge result, i.e. `tiktoken`'s.
+struct Backtrack {
+    /// The token trie: `(node << 8) | byte` to child node; node 0 is the root.
+    children: FxHashMap<u64, u32>,
+    /// The root's children by byte (every byte is a token, so all are present).
+    root: [u32; 256],
+    /// Rank of the token spelled by each trie node (`Rank::MAX`: a proper prefix only).
+    node_rank: Vec<Rank>,
+    /// Byte length of each rank's token (0 for a rank that is not an ordinary token).
+    token_len: Vec<u32>,
+    /// The longest token that is a proper prefix of each rank's token (`Rank::MAX`: none).
+    next_prefix: Vec<Rank>,
+    /// The two tokens each token was merged from (itself twice for a single byte).
+    split: Vec<(Rank, Rank)>,
+    /// `(left << 32) | right` to the token the pair merges into, for every merge of `split`.
+    pairs: FxHashMap<u64, Rank>,
+}
+
+impl Backtrack {
+    fn new(ranks: &FxHashMap<Vec<u8>, Rank>) -> Self {
+        let size = ranks.values().max().map_or(0, |&r| r as usize + 1);
+        let mut tokens: Vec<&[u8]> = vec![&[]; size];
+        for (bytes, &rank) in ranks {
+            tokens[rank as usize] = bytes;
+        }
+        let mut children = FxHashMap::default();
+        children.reserve(size * 4);
+        let mut node_rank = vec![Rank::MAX];
+        for (rank, token) in tokens.iter().enumerate() {
+            let mut node = 0u32;
+            for &byte in *token {
+                let next = node_rank.len() as u32;
+                node = *children
+                    .entry((u64::from(node) << 8) | u64::from(byte))
+                    .or_insert_with(|| {
+                        node_rank.push(Rank::MAX);
+                        next
+                    });
+            }
+            if !token.is_empty() {
+                node_rank[node as usize] = rank as Rank;
+            }
+        }
+        let mut root = [0u32; 256];
+        for (byte, slot) in root.iter_mut().enumerate() {
+            *slot = children.get(&(byte as u64)).copied().unwrap_or(u32::MAX);
+        }
+        let mut this = Self {
+            children,
+            root,
+            node_rank,
+            token_len: tokens.iter().map(|t| t.len() as u32).collect(),
+            next_prefix: Vec::with_capacity(size),
+            split: Vec::with_capacity(size),
+            pairs: FxHashMap::default(),
+        };
+        for token in &tokens {
+            let prefix = match token.len() {
+                0 | 1 => Rank::MAX,
+                n => this.longest_match(&token[..n - 1]).unwrap_or(Rank::MAX),
+            };
+            this.next_prefix.push(prefix);
+        }
+        // Each token's merge, recovered in rank order as the `bpe` crate does: the longest prefix
+        // token whose rest is a token, both earlier, forming a compatible pair.
+        for (id, token) in tokens.iter().enumerate() {
+            let id = id as Rank;
+            let mut left = this.next_prefix[id as usize];
+            while left != Rank::MAX {
+                let rest = &token[this.token_len[left as usize] as usize..];
+                if let Some(&right) = ranks.get(rest)
+                    && left < id
+                    && right < id
+                    && this.is_valid_pair(left, right)
+                {
+                    this.pairs.insert(pair_key(left, right), id);
+                    this.split.push((left, right));
+                    break;
+                }
+                left = this.next_prefix[left as usize];
+            }
+            if left == Rank::MAX {
+                this.split.push((id, id));
+            }
+        }
+        this
+    }
+
+    /// The longest token that `text` starts with.
+    #[inline]
+    fn longest_match(&self, text: &[u8]) -> Option<Rank> {
+        let (&first, rest) = text.split_first()?;
+        let mut node = self.root[first as usize];
+        if node == u32::MAX {
+            return None;
+        }
+        let mut best = self.node_rank[node as usize];
+        for &byte in rest {
+            match self
+                .children
+                .get(&((u64::from(node) << 8) | u64::from(byte)))
+            {
+                Some(&child) => node = child,
+                None => break,
+            }
+            let rank = self.node_rank[node as usize];
+            if rank != Rank::MAX {
+                best = rank;
+            }
+        }
+        (best != Rank::MAX).then_some(best)
+    }
+
+    /// Whether byte-pair merging the bytes of `left` then `right` keeps the boundary between
+    /// them (the `bpe` crate's `is_valid_token_pair`): undo the later of the two tokens' merges
+    /// step by step, failing if a merge across the boundary would come first.
+    fn is_valid_pair(&self, mut left: Rank, mut right: Rank) -> bool {
+        let mut limit = Rank::MAX;
+        loop {
+            if let Some(&combined) = self.pairs.get(&pair_key(left, right))
+                && combined < limit
+            {
+                return false;
+            }
+            if left > right {
+                limit = left;
+                left = self.split[left as usize].1;
+                if left == limit {
+                    limit = right + 1;
+                    right = self.split[right as usize].0;
+                    if right + 1 == limit {
+                        return true;
+                    }
+                }
+            } else {
+                limit = right + 1;
+                right = self.split[right as usize].0;
+                if right + 1 == limit {
+                    limit = left;
+                    left = self.split[left as usize].1;
+                    if left == limit {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Number of tokens of `piece`, or `None` when the encoder gives up after
+    /// [`BACKTRACK_TRIES_PER_BYTE`] candidate tokens per byte (long runs with many run-length
+    /// tokens, such as `"=" * 10**6`, make it try each of them at many positions).
+    fn count(&self, piece: &[u8]) -> Option<usize> {
+        let mut budget = piece.len().saturating_mul(BACKTRACK_TRIES_PER_BYTE) + 64;
+        // Bit `i` clear: no valid encoding of the rest starts at byte `i`.
+        let mut open = vec![u64::MAX; (piece.len() + 1).div_ceil(64)];
+        let is_open = |open: &[u64], i: usize| open[i / 64] & (1 << (i % 64)) != 0;
+        let mut tokens: Vec<Rank> = Vec::with_capacity(piece.len() / 3);
+        let mut pos = 0;
+        let mut next = self.longest_match(piece);
+        while let Some(mut token) = next {
+            let last = tokens.last().copied();
+            loop {
+                budget = budget.checked_sub(1)?;
+                let end = pos + self.token_len[token as usize] as usize;
+                if is_open(&open, end) && last.is_none_or(|l| self.is_valid_pair(l, token)) {
+                    tokens.push(token);
+                    pos = end;
+                    next = self.longest_match(&piece[end..]);
+                    break;
+                } else if self.next_prefix[token as usize] != Rank::MAX {
+                    token = self.next_prefix[token as usize];
+                } else {
+                    open[pos / 64] &= !(1 << (pos % 64));
+                    tokens.pop();
+                    pos -= last.map_or(0, |l| self.token_len[l as usize] as usize);
+                    next = last;
+                    break;
+                }
+            }
+        }
+        Some(tokens.len())
+    }
+}
+
+/// Candidate tokens per byte the backtracking encoder may try before the heap merge takes over.
+const BACKTRACK_TRIES_PER_BYTE: usize = 4;
+
+#[inline]
+fn pair_key(left: Rank, right: Rank) -> u64 {
+    (u64::from(left) << 32) | u64::from(right)
+}
+
 /// An exact tokenizer of one [`Encoding`]. Cheap to create and to copy: the vocabulary is shared
 /// by every tokenizer of the process. Thread-safe.
 #[derive(Clone, Copy)]
 pub struct Tokenizer {
     encoding: Encoding,
     vocab: &'static Vocab,
+    /// How chat accounting prices images: the model's family, GPT-4o's by default.
+    images: ImagePricing,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -455,9 +673,21 @@ impl Tokenizer {
         Ok(Self::from_encoding(Encoding::from_name(encoding)?))
     }
 
-    /// The tokenizer of an OpenAI model name.
+    /// The tokenizer of an OpenAI model name; chat accounting prices images as that model's
+    /// family does ([`ImagePricing::for_model`]).
     pub fn for_model(model: &str) -> Result<Self> {
-        Ok(Self::from_encoding(Encoding::for_model(model)?))
+        Ok(Self::from_encoding(Encoding::for_model(model)?)
+            .with_image_pricing(ImagePricing::for_model(model)))
+    }
+
+    /// This tokenizer with another image pricing for chat accounting.
+    pub fn with_image_pricing(self, images: ImagePricing) -> Self {
+        Self { images, ..self }
+    }
+
+    /// How chat accounting prices images.
+    pub fn image_pricing(&self) -> ImagePricing {
+        self.images
     }
 
     /// The tokenizer of an [`Encoding`]. The first call for an encoding parses its vocabulary.
@@ -465,6 +695,7 @@ impl Tokenizer {
         Self {
             encoding,
             vocab: encoding.vocab(),
+            images: ImagePricing::DEFAULT,
         }
     }
 
@@ -674,6 +905,112 @@ mod tests {
                 merge_count_large(&vocab.ranks, bytes),
                 "{text}"
             );
+        }
+    }
+
+    /// A small deterministic generator for the differential tests (no test dependency).
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((self.0 >> 33) % n as u64) as usize
+        }
+    }
+
+    #[test]
+    fn every_token_merges_to_itself() {
+        // The condition under which the backtracking counter equals the byte-pair merges.
+        for encoding in Encoding::ALL {
+            let vocab = encoding.vocab();
+            for token in vocab.ranks.keys() {
+                let count = if token.len() < SMALL_PIECE {
+                    merge_count_small(&vocab.ranks, token)
+                } else {
+                    merge_count_large(&vocab.ranks, token)
+                };
+                assert_eq!(count, 1, "{} token {token:?}", encoding.name());
+            }
+        }
+    }
+
+    #[test]
+    fn backtracking_counts_equal_the_merges() {
+        let alphabets: &[&[&str]] = &[
+            &["a"],
+            &["a", "b"],
+            &["a", "aa", "b", "ab"],
+            &["e", "r", "t", "s", "in", "er", "th"],
+            &["0", "1", "=", "-", "_", "*", "/", "\\"],
+            &["é", "ü", "a", "e", "\u{301}"],
+            &["中", "文", "字", "符", "日", "本"],
+            &["👍", "🏽", "\u{200d}", "🎉"],
+            &[" ", "\n", "\t", "\u{a0}", "\u{3000}"],
+            &["http", "://", "www", ".", "com", "/", "?", "=", "&"],
+        ];
+        let mut rng = Lcg(7);
+        for encoding in Encoding::ALL {
+            let vocab = encoding.vocab();
+            let backtrack = vocab.backtrack();
+            // Pieces the encoder finished within its budget (the rest fall back to the heap).
+            let mut finished = 0;
+            for round in 0..400 {
+                let alphabet = alphabets[round % alphabets.len()];
+                let parts = 1 + rng.below(if round % 7 == 0 { 3000 } else { 300 });
+                let mut piece = String::new();
+                for _ in 0..parts {
+                    piece.push_str(alphabet[rng.below(alphabet.len())]);
+                }
+                let got = backtrack.count(piece.as_bytes());
+                let expected = merge_count_large(&vocab.ranks, piece.as_bytes());
+                assert!(
+                    got.is_none_or(|n| n == expected),
+                    "{} on {piece:?}: {got:?} != {expected}",
+                    encoding.name()
+                );
+                finished += usize::from(got.is_some());
+            }
+            // Arbitrary bytes, including ones that are not UTF-8.
+            for _ in 0..200 {
+                let len = 1 + rng.below(600);
+                let bytes: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+                let got = backtrack.count(&bytes);
+                let expected = merge_count_large(&vocab.ranks, &bytes);
+                assert!(
+                    got.is_none_or(|n| n == expected),
+                    "{} on {bytes:?}: {got:?} != {expected}",
+                    encoding.name()
+                );
+                finished += usize::from(got.is_some());
+            }
+            assert!(finished > 500, "{}: {finished} of 600", encoding.name());
+        }
+    }
+
+    #[test]
+    fn adversarial_runs_count_like_tiktoken_rs() {
+        for encoding in Encoding::ALL {
+            let t = Tokenizer::from_encoding(encoding);
+            for text in [
+                "a".repeat(100_000),
+                "ab".repeat(30_000),
+                "=".repeat(50_000),
+                "0".repeat(20_000),
+                "é".repeat(20_000),
+                "👍".repeat(5_000),
+                "xyz".repeat(20_000),
+            ] {
+                assert_eq!(
+                    t.count(&text),
+                    t.encode(&text).len(),
+                    "{} on {:?}...",
+                    encoding.name(),
+                    &text[..8]
+                );
+            }
         }
     }
 

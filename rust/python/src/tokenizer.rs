@@ -2,7 +2,7 @@
 //! `CallableTokenizer` adapter, sharing the chat accounting of the core.
 
 use ctxwindow_core::chat::{REPLY_PRIMING_TOKENS, message_tokens};
-use ctxwindow_core::image::{ImageDetail, image_tokens as core_image_tokens};
+use ctxwindow_core::image::{ImageDetail, ImagePricing};
 use ctxwindow_core::tokenize::HeuristicCounter;
 use ctxwindow_core::{Encoding, Tokenizer};
 use numpy::{PyArray1, PyArrayMethods};
@@ -82,6 +82,8 @@ fn count_messages_with(
 #[pyclass(frozen, module = "ctxwindow._native", name = "Tokenizer")]
 pub struct PyTokenizer {
     inner: Tokenizer,
+    /// The model name it was made for (its image pricing), kept for pickling.
+    model: Option<String>,
 }
 
 #[pymethods]
@@ -90,7 +92,7 @@ impl PyTokenizer {
     fn new(py: Python<'_>, encoding: &Bound<'_, PyAny>) -> PyResult<Self> {
         let name = extract_text(encoding, "encoding")?;
         let inner = py.detach(|| Tokenizer::new(&name)).py_err(py)?;
-        Ok(Self { inner })
+        Ok(Self { inner, model: None })
     }
 
     /// The tokenizer of an OpenAI model name (`gpt-4o`, `gpt-4.1-mini`, `o3`, `gpt-4`, ...).
@@ -98,7 +100,10 @@ impl PyTokenizer {
     fn for_model(py: Python<'_>, model: &Bound<'_, PyAny>) -> PyResult<Self> {
         let name = extract_text(model, "model")?;
         let inner = py.detach(|| Tokenizer::for_model(&name)).py_err(py)?;
-        Ok(Self { inner })
+        Ok(Self {
+            inner,
+            model: Some(name.to_string()),
+        })
     }
 
     /// The encoding's name.
@@ -221,7 +226,13 @@ impl PyTokenizer {
         py: Python<'py>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
         let class = py.get_type::<Self>().into_any();
-        Ok((class, PyTuple::new(py, [self.inner.name()])?))
+        Ok(match &self.model {
+            Some(model) => (
+                class.getattr("for_model")?,
+                PyTuple::new(py, [model.as_str()])?,
+            ),
+            None => (class, PyTuple::new(py, [self.inner.name()])?),
+        })
     }
 }
 
@@ -427,15 +438,16 @@ pub fn encoding_for_model(py: Python<'_>, model: &Bound<'_, PyAny>) -> PyResult<
     Encoding::for_model(&model).map(Encoding::name).py_err(py)
 }
 
-/// Tokens of an image part by the tile formula: `detail` in low/high/auto, `width` and `height`
-/// in pixels (unknown: the upper bound for high detail).
+/// Tokens of an image part: `detail` in low/high/auto, `width` and `height` in pixels (unknown:
+/// the most the model can bill), priced as `model`'s family does (GPT-4o's when None).
 #[pyfunction]
-#[pyo3(signature = (detail = "auto", width = None, height = None))]
+#[pyo3(signature = (detail = "auto", width = None, height = None, model = None))]
 pub fn image_tokens(
     py: Python<'_>,
     detail: &str,
     width: Option<u32>,
     height: Option<u32>,
+    model: Option<&str>,
 ) -> PyResult<u64> {
     let detail = ImageDetail::from_name(detail).ok_or_else(|| {
         error(
@@ -445,5 +457,6 @@ pub fn image_tokens(
         )
     })?;
     let size = width.zip(height);
-    Ok(core_image_tokens(detail, size))
+    let pricing = model.map_or(ImagePricing::DEFAULT, ImagePricing::for_model);
+    Ok(pricing.tokens(detail, size))
 }
