@@ -20,6 +20,7 @@ from ctxwindow.errors import MalformedMessageError
 from ctxwindow.formats import responses_turns
 from ctxwindow.messages import to_anthropic, to_responses
 from ctxwindow.tokenizer import HeuristicTokenizer
+from ctxwindow.tools import count_tools
 from ctxwindow.trajectories import (
     from_mini_swe_agent,
     from_openhands_completion,
@@ -216,7 +217,7 @@ def test_an_openhands_log_folder_replays_its_latest_request_with_its_tools(share
     chat = tmp_path / "chat.json"
     chat.write_text(json.dumps(messages[:replies[-1] + 1]))
     plain, logged = _replay(chat, tmp_path, "--max-tokens", "12000"), _replay(folder, tmp_path, "--max-tokens", "12000")
-    tool_tokens = Tokenizer.for_model("gpt-4o").count(json.dumps(tools, ensure_ascii=False, sort_keys=True))
+    tool_tokens = count_tools(tools, Tokenizer.for_model("gpt-4o"))  # as the window counts them
     assert logged["tool_definitions"] == len(tools) and logged["tool_definition_tokens"] == tool_tokens
     assert logged["skipped_records"] == {k: v for k, v in read.skipped.items()}
     # The same conversation (text parts instead of strings cost nothing more) plus the tools, per call.

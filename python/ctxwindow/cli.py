@@ -39,6 +39,7 @@ from ctxwindow.errors import ContextOverflowError, CtxWindowError
 from ctxwindow.fidelity import key_fact_retention
 from ctxwindow.health import HealthMonitor
 from ctxwindow.messages import Message, check_history, from_swe_agent, from_tau_bench, text_of, validate_message
+from ctxwindow.tools import count_tools
 from ctxwindow.trajectories import Trajectory, infer_trajectory, read_openhands_folder, tools_of
 from ctxwindow.config import PROFILES, STRATEGY_TYPES, strategy_from_spec
 from ctxwindow.window import ContextWindow
@@ -549,7 +550,7 @@ def _cmd_count(args: argparse.Namespace) -> int:
     fmt, messages = loaded.format, loaded.messages
     tokenizer = _counter_for(args)
     tools = loaded.tools or []
-    tool_tokens = tokenizer.count(json.dumps(tools, ensure_ascii=False, sort_keys=True)) if tools else 0
+    tool_tokens = count_tools(tools, tokenizer)  # as the window counts them (ctxwindow.tools)
     rows = []
     by_role: dict[str, int] = {}
     for index, message in enumerate(messages):
