@@ -254,6 +254,10 @@ class Recall:
         owner = self._window() if self._window is not None else None
         if owner is not None and owner is not window:
             raise InvalidArgumentError("this Recall belongs to another window; give each window its own")
+        if owner is None and self._window is not None:  # a new window may count otherwise
+            self._header_tokens = None
+            for unit in self._units:
+                unit.section_tokens = None
         self._window = weakref.ref(window)
 
     # --- the archive ---------------------------------------------------------------------------
