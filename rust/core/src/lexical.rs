@@ -173,6 +173,12 @@ impl Bm25Index {
     /// Documents sharing no term with the query are not returned. The work is the length of the
     /// query terms' postings.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
+        self.search_with(query, limit, true)
+    }
+
+    /// [`Self::search`]; `prune` skips, once it is safe, the documents that can no longer
+    /// reach the `limit` best (MaxScore: the answer is the same either way).
+    fn search_with(&self, query: &str, limit: usize, prune: bool) -> Vec<Hit> {
         let documents = self.lengths.len();
         if limit == 0 || documents == 0 {
             return Vec::new();
@@ -184,30 +190,74 @@ impl Bm25Index {
         let idf = |df: f32| (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
         let average = (self.total_length as f32 / n).max(1.0);
         let mut weight = 0.0f32;
-        let mut lists: Vec<&[(u32, u32)]> = Vec::with_capacity(wanted.len());
+        let mut lists: Vec<(&[(u32, u32)], f32)> = Vec::with_capacity(wanted.len());
         for term in &wanted {
             match self.ids.get(term.as_str()) {
                 Some(&id) if !self.postings[id as usize].is_empty() => {
-                    lists.push(&self.postings[id as usize])
+                    let postings = &self.postings[id as usize];
+                    let term_idf = idf(postings.len() as f32);
+                    weight += term_idf;
+                    lists.push((postings, term_idf));
                 }
                 _ => weight += idf(1.0), // never archived: it weighs against every document
             }
         }
+        lists.sort_by_key(|(postings, _)| postings.len()); // rarest first
+        // bounds[i]: the most any document can gain from lists i.. (tf / (tf + norm) < 1).
+        let mut bounds = vec![0.0f32; lists.len() + 1];
+        for i in (0..lists.len()).rev() {
+            bounds[i] = bounds[i + 1] + lists[i].1 * (K1 + 1.0);
+        }
+        let mut remaining: usize = lists.iter().map(|(postings, _)| postings.len()).sum();
         // (score, idf of the query terms it contains) per document.
         let mut accumulators = vec![(0.0f32, 0.0f32); documents];
+        let add = |slot: &mut (f32, f32), doc: u32, tf: u32, term_idf: f32| {
+            let tf = tf as f32;
+            let norm = K1 * (1.0 - B + B * self.lengths[doc as usize] as f32 / average);
+            slot.0 += term_idf * tf * (K1 + 1.0) / (tf + norm);
+            slot.1 += term_idf;
+        };
         let mut touched: Vec<u32> = Vec::new();
-        for postings in lists {
-            let term_idf = idf(postings.len() as f32);
-            weight += term_idf;
+        for (i, &(postings, term_idf)) in lists.iter().enumerate() {
+            if prune && touched.len() >= limit && remaining > 4 * touched.len() {
+                let mut scores: Vec<f32> = touched
+                    .iter()
+                    .map(|&d| accumulators[d as usize].0)
+                    .collect();
+                let (_, &mut threshold, _) =
+                    scores.select_nth_unstable_by(limit - 1, |a, b| b.total_cmp(a));
+                if bounds[i] < threshold {
+                    // No document found by no term so far can reach the limit-th best score:
+                    // only those that still can are scored, by looking them up.
+                    let mut alive: Vec<u32> = touched
+                        .iter()
+                        .copied()
+                        .filter(|&d| accumulators[d as usize].0 + bounds[i] >= threshold)
+                        .collect();
+                    alive.sort_unstable();
+                    for &(postings, term_idf) in &lists[i..] {
+                        for &doc in &alive {
+                            if let Ok(k) = postings.binary_search_by_key(&doc, |p| p.0) {
+                                add(
+                                    &mut accumulators[doc as usize],
+                                    doc,
+                                    postings[k].1,
+                                    term_idf,
+                                );
+                            }
+                        }
+                    }
+                    touched = alive;
+                    break;
+                }
+            }
+            remaining -= postings.len();
             for &(doc, tf) in postings {
-                let tf = tf as f32;
-                let norm = K1 * (1.0 - B + B * self.lengths[doc as usize] as f32 / average);
                 let slot = &mut accumulators[doc as usize];
                 if slot.1 == 0.0 {
                     touched.push(doc);
                 }
-                slot.0 += term_idf * tf * (K1 + 1.0) / (tf + norm);
-                slot.1 += term_idf;
+                add(slot, doc, tf, term_idf);
             }
         }
         let mut ranked: Vec<Hit> = touched
@@ -266,6 +316,55 @@ mod tests {
         assert_eq!(ties.iter().map(|h| h.document).collect::<Vec<_>>(), [1, 0]);
         let unseen = index.search("cherry zebra", 10);
         assert!(unseen[0].coverage < 0.6); // a word never said weighs against
+    }
+
+    #[test]
+    fn pruning_gives_the_exhaustive_answer() {
+        // A deterministic corpus with a skewed vocabulary: a few words in most documents, many rare.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut index = Bm25Index::new();
+        for _ in 0..3_000 {
+            let words = 3 + next() % 30;
+            let text: Vec<String> = (0..words)
+                .map(|_| format!("w{}", (next() % 400).pow(2) / 400))
+                .collect();
+            index.add(&text.join(" "));
+        }
+        // A rare word then a word of every document: the second is only looked up.
+        let mut crafted = Bm25Index::new();
+        for i in 0..5_000 {
+            crafted.add(&if i % 1_000 == 7 {
+                format!("common zebra {i}")
+            } else {
+                format!("common {i}")
+            });
+        }
+        let pruned = crafted.search_with("zebra common", 3, true);
+        assert_eq!(pruned, crafted.search_with("zebra common", 3, false));
+        assert_eq!(
+            pruned.iter().map(|h| h.document).collect::<Vec<_>>(),
+            [4_007, 3_007, 2_007]
+        );
+        for q in 0..300 {
+            let words = 1 + q % 12;
+            let query: Vec<String> = (0..words)
+                .map(|_| format!("w{}", (next() % 400).pow(2) / 400))
+                .collect();
+            let query = query.join(" ");
+            for limit in [1, 8, 64] {
+                assert_eq!(
+                    index.search_with(&query, limit, true),
+                    index.search_with(&query, limit, false),
+                    "{query}"
+                );
+            }
+        }
     }
 
     #[test]
