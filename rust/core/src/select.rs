@@ -1,6 +1,11 @@
 //! Choosing what to evict from scores: lowest score first, ties by original index, never a pinned
-//! item, a system prompt or an item scored `+inf`. Selection avoids a full sort: a partial
-//! selection (`select_nth_unstable`, O(n)) isolates the candidates, and only those are sorted.
+//! item, a system prompt or an item scored `+inf`. Selection avoids a comparison sort of all
+//! items: a histogram of the top bits of order-preserving integer keys (counts, or tokens for a
+//! token target) finds the bin where the stop rule is met, only the items of the bins up to it
+//! are gathered (bucketed by those bits, in index order), and each bucket is sorted by stable
+//! radix passes over the remaining key bytes.
+
+use rayon::prelude::*;
 
 use crate::score::ContentType;
 use crate::{Error, Result};
@@ -30,29 +35,160 @@ pub struct Selection<'a> {
     pub min_keep: usize,
 }
 
-/// A sort key: the score's bits mapped to an order-preserving integer, then the index.
-#[inline]
-fn key(score: f64, index: usize) -> (u64, u64) {
-    // -0.0 and 0.0 are equal scores: both map to the key of 0.0 so the index decides.
+/// The score's bits mapped to an order-preserving integer (no NaN): `a < b` as floats exactly
+/// when `ordered(a) < ordered(b)`. -0.0 and 0.0 are equal scores: both map to the key of 0.0 so
+/// the index decides.
+#[inline(always)]
+fn ordered(score: f64) -> u64 {
     let score = if score == 0.0 { 0.0 } else { score };
     let bits = score.to_bits();
-    let ordered = if bits >> 63 == 1 {
+    if bits >> 63 == 1 {
         !bits
     } else {
         bits | (1 << 63)
-    };
-    (ordered, index as u64)
+    }
 }
 
-/// Sorts the `k` smallest keys of `keys` to its front (the rest in any order).
-fn smallest_sorted(keys: &mut [(u64, u64)], k: usize) {
-    if k == 0 {
+/// A candidate: its key, then its index. Sorted as a pair, the order is the eviction order.
+type Candidate = (u64, u64);
+
+/// Width of the first radix digit (the top bits of the key): about log2(n), 8 to 16 bits, so the
+/// histogram stays small next to the data.
+fn top_bits(n: usize) -> u32 {
+    (usize::BITS - n.leading_zeros()).clamp(8, 16)
+}
+
+/// Buckets at most this long are sorted by comparison; longer ones by LSD radix passes.
+const RADIX_SORT_MIN: usize = 512;
+
+/// One stable counting-sort pass of `src` into `dst` on byte `byte` of the key, `count` being
+/// that byte's histogram over `src`.
+fn scatter_byte(src: &[Candidate], dst: &mut [Candidate], byte: u32, count: &[usize; 256]) {
+    let mut next = [0usize; 256];
+    let mut sum = 0;
+    for (slot, &c) in next.iter_mut().zip(count) {
+        *slot = sum;
+        sum += c;
+    }
+    for &candidate in src {
+        let digit = ((candidate.0 >> (8 * byte)) & 0xff) as usize;
+        dst[next[digit]] = candidate;
+        next[digit] += 1;
+    }
+}
+
+/// Sorts one bucket of candidates (in index order on entry) by key, ties by index: comparison
+/// sort when short, else stable LSD radix passes over the key bytes that vary in the bucket
+/// (a byte with one value in the whole bucket needs no pass). `scratch` is reused between calls.
+fn sort_bucket(bucket: &mut [Candidate], scratch: &mut Vec<Candidate>) {
+    if bucket.len() <= RADIX_SORT_MIN {
+        bucket.sort_unstable();
         return;
     }
-    if k < keys.len() {
-        keys.select_nth_unstable(k - 1);
+    let mut count = [[0usize; 256]; 8];
+    for &(key, _) in bucket.iter() {
+        for (byte, histogram) in count.iter_mut().enumerate() {
+            histogram[((key >> (8 * byte)) & 0xff) as usize] += 1;
+        }
     }
-    keys[..k].sort_unstable();
+    scratch.clear();
+    scratch.resize(bucket.len(), (0, 0));
+    let mut in_scratch = false;
+    for (byte, histogram) in (0u32..).zip(&count) {
+        if histogram.contains(&bucket.len()) {
+            continue;
+        }
+        if in_scratch {
+            scatter_byte(scratch, bucket, byte, histogram);
+        } else {
+            scatter_byte(bucket, scratch, byte, histogram);
+        }
+        in_scratch = !in_scratch;
+    }
+    if in_scratch {
+        bucket.copy_from_slice(scratch);
+    }
+}
+
+/// The candidates with the smallest keys, sorted (key, then index): every item `i` with
+/// `eligible(i)` whose top digit is at most that of the `wanted(counts, tokens)` bin, found by a
+/// histogram of the top digit instead of a comparison select. `wanted` receives, per digit, the
+/// count of eligible items and (when `tokens` is given) their tokens summed (saturating at
+/// `u64::MAX`), and returns the last digit needed.
+fn smallest_candidates(
+    scores: &[f64],
+    tokens: Option<&[i64]>,
+    eligible: impl Fn(usize) -> bool,
+    wanted: impl Fn(&[usize], &[u64]) -> usize,
+) -> Vec<Candidate> {
+    let n = scores.len();
+    let bits = top_bits(n);
+    let shift = 64 - bits;
+    let bins = 1usize << bits;
+    let mut counts = vec![0usize; bins];
+    let mut sums = vec![0u64; if tokens.is_some() { bins } else { 0 }];
+    match tokens {
+        None => {
+            for (i, &s) in scores.iter().enumerate() {
+                if eligible(i) {
+                    counts[(ordered(s) >> shift) as usize] += 1;
+                }
+            }
+        }
+        Some(tokens) => {
+            for (i, (&s, &t)) in scores.iter().zip(tokens).enumerate() {
+                if eligible(i) {
+                    let digit = (ordered(s) >> shift) as usize;
+                    counts[digit] += 1;
+                    // Validated >= 0; saturating: a bin at u64::MAX holds at least any target.
+                    sums[digit] = sums[digit].saturating_add(t as u64);
+                }
+            }
+        }
+    }
+    let last = wanted(&counts, &sums).min(bins - 1);
+    let mut start = vec![0usize; last + 2];
+    for digit in 0..=last {
+        start[digit + 1] = start[digit] + counts[digit];
+    }
+    let mut next = start.clone();
+    let mut candidates = vec![(0u64, 0u64); start[last + 1]];
+    for (i, &s) in scores.iter().enumerate() {
+        if eligible(i) {
+            let key = ordered(s);
+            let digit = (key >> shift) as usize;
+            if digit <= last {
+                candidates[next[digit]] = (key, i as u64);
+                next[digit] += 1;
+            }
+        }
+    }
+    // Each bucket holds one top digit in index order; sorting the buckets sorts the whole.
+    let mut buckets = Vec::with_capacity(last + 1);
+    let mut rest = candidates.as_mut_slice();
+    for digit in 0..=last {
+        let (bucket, tail) = rest.split_at_mut(counts[digit]);
+        if bucket.len() > 1 {
+            buckets.push(bucket);
+        }
+        rest = tail;
+    }
+    if candidates_parallel(start[last + 1]) {
+        buckets
+            .into_par_iter()
+            .for_each_init(Vec::new, |scratch, bucket| sort_bucket(bucket, scratch));
+    } else {
+        let mut scratch = Vec::new();
+        for bucket in buckets {
+            sort_bucket(bucket, &mut scratch);
+        }
+    }
+    candidates
+}
+
+/// Whether sorting this many candidates is worth the thread pool.
+fn candidates_parallel(len: usize) -> bool {
+    len >= 1 << 16
 }
 
 impl Selection<'_> {
@@ -113,14 +249,20 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
             }
             let wanted = (n as f64 * ratio).ceil() as usize;
             let count = wanted.min(limit);
-            let mut keys: Vec<(u64, u64)> = selection
-                .scores
-                .iter()
-                .enumerate()
-                .map(|(i, &s)| key(s, i))
-                .collect();
-            smallest_sorted(&mut keys, count);
-            Ok(keys[..count]
+            if count == 0 {
+                return Ok(Vec::new());
+            }
+            // The `count` lowest ranks over all items: the bins up to the one reaching `count`.
+            let candidates = smallest_candidates(
+                selection.scores,
+                None,
+                |_| true,
+                |counts, _| last_bin(counts.iter().scan(0usize, |c, &k| {
+                    *c += k;
+                    Some(*c >= count)
+                })),
+            );
+            Ok(candidates[..count]
                 .iter()
                 .map(|&(_, i)| i as usize)
                 .filter(|&i| selection.evictable(i))
@@ -135,33 +277,24 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
             if target == 0 || limit == 0 {
                 return Ok(Vec::new());
             }
-            let mut keys: Vec<(u64, u64)> = (0..n)
-                .filter(|&i| selection.evictable(i))
-                .map(|i| key(selection.scores[i], i))
-                .collect();
-            let freed = |keys: &[(u64, u64)]| -> u128 {
-                keys.iter().map(|&(_, i)| tokens[i as usize] as u128).sum()
-            };
-            // Grow a candidate prefix until it holds enough tokens (or everything), then sort
-            // only that prefix and cut it where the target is met.
-            let mean = (freed(&keys) / keys.len().max(1) as u128).max(1);
-            let mut k = ((u128::from(target) / mean) as usize)
-                .saturating_mul(2)
-                .max(64)
-                .min(keys.len());
-            loop {
-                if k < keys.len() {
-                    keys.select_nth_unstable(k - 1);
-                }
-                if k == keys.len() || freed(&keys[..k]) >= u128::from(target) {
-                    break;
-                }
-                k = k.saturating_mul(2).min(keys.len());
-            }
-            keys[..k].sort_unstable();
+            // The evictable items of the bins up to the one where the tokens reach the target or
+            // the count reaches the limit (all of them when neither happens).
+            let candidates = smallest_candidates(
+                selection.scores,
+                Some(tokens),
+                |i| selection.evictable(i),
+                |counts, sums| {
+                    let (mut items, mut freed) = (0usize, 0u128);
+                    last_bin(counts.iter().zip(sums).map(|(&c, &t)| {
+                        items += c;
+                        freed += u128::from(t);
+                        freed >= u128::from(target) || items >= limit
+                    }))
+                },
+            );
             let mut total = 0u128;
             let mut out = Vec::new();
-            for &(_, i) in &keys[..k] {
+            for &(_, i) in &candidates {
                 if total >= u128::from(target) || out.len() == limit {
                     break;
                 }
@@ -171,6 +304,18 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
             Ok(out)
         }
     }
+}
+
+/// The first bin whose flag is set, or the last bin when none is.
+fn last_bin(reached: impl Iterator<Item = bool>) -> usize {
+    let mut last = 0;
+    for (bin, reached) in reached.enumerate() {
+        last = bin;
+        if reached {
+            break;
+        }
+    }
+    last
 }
 
 #[cfg(test)]
@@ -240,5 +385,145 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    //! The radix selection against a plain full sort, on generated columns.
+    use super::*;
+
+    /// A small deterministic generator (xorshift64*), so the cases are the same on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    /// The definition: sort every item by (score, index) with -0.0 == 0.0, then apply the rule.
+    fn reference(s: &Selection<'_>, stop: Stop) -> Vec<usize> {
+        let n = s.scores.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| {
+            s.scores[a]
+                .partial_cmp(&s.scores[b])
+                .expect("no NaN")
+                .then(a.cmp(&b))
+        });
+        let limit = n.saturating_sub(s.min_keep);
+        match stop {
+            Stop::Ratio(ratio) => {
+                let count = ((n as f64 * ratio).ceil() as usize).min(limit);
+                order[..count]
+                    .iter()
+                    .copied()
+                    .filter(|&i| s.evictable(i))
+                    .collect()
+            }
+            Stop::TargetFreeTokens(target) => {
+                let tokens = s.tokens.expect("tokens");
+                let (mut freed, mut out) = (0u128, Vec::new());
+                for i in order {
+                    if freed >= u128::from(target) || out.len() == limit {
+                        break;
+                    }
+                    if s.evictable(i) {
+                        freed += tokens[i] as u128;
+                        out.push(i);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// Scores drawn from a few shapes: many ties, a narrow range (one top bin), wide magnitudes
+    /// of both signs, and the special values.
+    fn scores(rng: &mut Rng, n: usize) -> Vec<f64> {
+        let shape = rng.below(4);
+        (0..n)
+            .map(|_| match shape {
+                0 => (rng.below(5) as f64) / 4.0,
+                1 => 0.5 + (rng.below(1 << 20) as f64) * 1e-12,
+                2 => {
+                    let magnitude = f64::from_bits(rng.next() >> 2);
+                    if rng.below(2) == 0 { magnitude } else { -magnitude }
+                }
+                _ => [0.0, -0.0, 1.0, -1.0, f64::INFINITY, f64::NEG_INFINITY, 1e-300]
+                    [rng.below(7) as usize],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn radix_selection_equals_a_full_sort() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for case in 0..400 {
+            let n = match case % 4 {
+                0 => rng.below(40) as usize,
+                1 => rng.below(3000) as usize,
+                2 => 600 + rng.below(3000) as usize,
+                _ => 20_000 + rng.below(60_000) as usize,
+            };
+            let scores = scores(&mut rng, n);
+            let heavy = rng.below(3) == 0;
+            let tokens: Vec<i64> = (0..n)
+                .map(|_| {
+                    if heavy {
+                        (rng.next() >> 2) as i64
+                    } else {
+                        rng.below(50) as i64
+                    }
+                })
+                .collect();
+            let pinned: Vec<u8> = (0..n).map(|_| u8::from(rng.below(8) == 0)).collect();
+            let types: Vec<u8> = (0..n).map(|_| rng.below(6) as u8).collect();
+            let s = Selection {
+                scores: &scores,
+                tokens: Some(&tokens),
+                pinned: (rng.below(2) == 0).then_some(pinned.as_slice()),
+                content_type: (rng.below(2) == 0).then_some(types.as_slice()),
+                min_keep: rng.below(n as u64 + 2) as usize,
+            };
+            let ratio = [0.0, 0.1, 0.3, 0.5, 1.0, rng.below(1001) as f64 / 1000.0]
+                [rng.below(6) as usize];
+            let total: u128 = tokens.iter().map(|&t| t as u128).sum();
+            let target = match rng.below(4) {
+                0 => rng.below(100),
+                1 => u64::MAX,
+                _ => u64::try_from(total / (1 + u128::from(rng.below(10))))
+                    .unwrap_or(u64::MAX),
+            };
+            for stop in [Stop::Ratio(ratio), Stop::TargetFreeTokens(target)] {
+                assert_eq!(
+                    select_evictions(&s, stop).unwrap(),
+                    reference(&s, stop),
+                    "case {case}, n {n}, {stop:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sort_bucket_is_a_stable_sort_by_key() {
+        let mut rng = Rng(7);
+        for len in [0, 1, 2, 511, 512, 513, 5000] {
+            let mut bucket: Vec<Candidate> = (0..len as u64)
+                .map(|i| ((rng.next() & 0xff00_ff00_00ff_0f0f) | (0xabcd << 48), i))
+                .collect();
+            let mut want = bucket.clone();
+            want.sort_by_key(|&(key, _)| key);
+            sort_bucket(&mut bucket, &mut Vec::new());
+            assert_eq!(bucket, want);
+        }
     }
 }
