@@ -3,7 +3,9 @@
 //! items: a histogram of the top bits of order-preserving integer keys (counts, or tokens for a
 //! token target) finds the bin where the stop rule is met, only the items of the bins up to it
 //! are gathered (bucketed by those bits, in index order), and each bucket is sorted by stable
-//! radix passes over the remaining key bytes.
+//! MSD radix passes over the remaining key bits.
+
+use std::ops::Range;
 
 use rayon::prelude::*;
 
@@ -49,8 +51,12 @@ fn ordered(score: f64) -> u64 {
     }
 }
 
-/// A candidate: its key, then its index. Sorted as a pair, the order is the eviction order.
+/// A candidate: its key, then its index, whose top bit ([`KEPT`]) may mark an item that must
+/// not be evicted. Sorted by key, then by index, the order is the eviction order.
 type Candidate = (u64, u64);
+
+/// Set in a candidate's index for an item that may not be evicted (indices stay below 2^63).
+const KEPT: u64 = 1 << 63;
 
 /// Width of the first radix digit (the top bits of the key): about log2(n), 8 to 16 bits, so the
 /// histogram stays small next to the data.
@@ -58,137 +64,262 @@ fn top_bits(n: usize) -> u32 {
     (usize::BITS - n.leading_zeros()).clamp(8, 16)
 }
 
-/// Buckets at most this long are sorted by comparison; longer ones by LSD radix passes.
-const RADIX_SORT_MIN: usize = 512;
+/// Buckets at most this long are sorted by comparison; longer ones by radix passes.
+const RADIX_SORT_MIN: usize = 48;
 
-/// One stable counting-sort pass of `src` into `dst` on byte `byte` of the key, `count` being
-/// that byte's histogram over `src`.
-fn scatter_byte(src: &[Candidate], dst: &mut [Candidate], byte: u32, count: &[usize; 256]) {
-    let mut next = [0usize; 256];
-    let mut sum = 0;
-    for (slot, &c) in next.iter_mut().zip(count) {
-        *slot = sum;
-        sum += c;
-    }
-    for &candidate in src {
-        let digit = ((candidate.0 >> (8 * byte)) & 0xff) as usize;
-        dst[next[digit]] = candidate;
-        next[digit] += 1;
-    }
-}
+/// At most this many bits of the key per MSD radix pass (a 2048-bin histogram stays in L1).
+const DIGIT_BITS: u32 = 11;
 
-/// Sorts one bucket of candidates (in index order on entry) by key, ties by index: comparison
-/// sort when short, else stable LSD radix passes over the key bytes that vary in the bucket
-/// (a byte with one value in the whole bucket needs no pass). `scratch` is reused between calls.
-fn sort_bucket(bucket: &mut [Candidate], scratch: &mut Vec<Candidate>) {
+/// Sorts one bucket of candidates by key, ties by index, where the keys agree above bit `low`
+/// and the candidates are in index order on entry. `scratch` is reused between calls.
+fn sort_bucket(bucket: &mut [Candidate], scratch: &mut Vec<Candidate>, low: u32) {
     if bucket.len() <= RADIX_SORT_MIN {
-        bucket.sort_unstable();
+        bucket.sort_unstable_by_key(|&(key, index)| (key, index & !KEPT));
         return;
-    }
-    let mut count = [[0usize; 256]; 8];
-    for &(key, _) in bucket.iter() {
-        for (byte, histogram) in count.iter_mut().enumerate() {
-            histogram[((key >> (8 * byte)) & 0xff) as usize] += 1;
-        }
     }
     scratch.clear();
     scratch.resize(bucket.len(), (0, 0));
-    let mut in_scratch = false;
-    for (byte, histogram) in (0u32..).zip(&count) {
-        if histogram.contains(&bucket.len()) {
-            continue;
+    sort_into(bucket, scratch, low, true);
+}
+
+/// Sorts `data` (keys agreeing above bit `low`, in index order) by key, ties by index, leaving
+/// the result in `data` when `in_data`, else in `spare` (of the same length): comparison sort
+/// when short, else a stable MSD radix pass from `data` into `spare` on the next bits (about
+/// log2 of the length / 8, at most [`DIGIT_BITS`]; skipped when they are all the same), then the
+/// same on each part with the roles of the buffers swapped. Equal keys stay in index order, so
+/// a part of one key is done.
+fn sort_into(data: &mut [Candidate], spare: &mut [Candidate], low: u32, in_data: bool) {
+    let mut low = low;
+    if data.len() > RADIX_SORT_MIN {
+        // About 8 candidates per part on average: short parts end in comparison sorts.
+        let width = (usize::BITS - data.len().leading_zeros())
+            .saturating_sub(3)
+            .clamp(1, DIGIT_BITS);
+        while low > 0 {
+            let bits = width.min(low);
+            low -= bits;
+            let mask = (1u64 << bits) - 1;
+            let digit = |key: u64| ((key >> low) & mask) as usize;
+            let mut count = vec![0usize; 1 << bits];
+            for &(key, _) in data.iter() {
+                count[digit(key)] += 1;
+            }
+            if count.contains(&data.len()) {
+                continue;
+            }
+            let mut next = Vec::with_capacity(count.len());
+            let mut sum = 0;
+            for &c in &count {
+                next.push(sum);
+                sum += c;
+            }
+            for &candidate in data.iter() {
+                let d = digit(candidate.0);
+                spare[next[d]] = candidate;
+                next[d] += 1;
+            }
+            let (mut rest, mut rest_spare) = (spare, data);
+            for &c in &count {
+                let (part, tail) = rest.split_at_mut(c);
+                let (part_spare, tail_spare) = rest_spare.split_at_mut(c);
+                if c == 1 {
+                    // One candidate: sorted; it is in `spare`'s part and belongs in `data`'s
+                    // part when the result is wanted in `data`.
+                    if in_data {
+                        part_spare[0] = part[0];
+                    }
+                } else if c > 1 {
+                    sort_into(part, part_spare, low, !in_data);
+                }
+                rest = tail;
+                rest_spare = tail_spare;
+            }
+            return;
         }
-        if in_scratch {
-            scatter_byte(scratch, bucket, byte, histogram);
-        } else {
-            scatter_byte(bucket, scratch, byte, histogram);
-        }
-        in_scratch = !in_scratch;
+    } else if low > 0 {
+        data.sort_unstable_by_key(|&(key, index)| (key, index & !KEPT));
     }
-    if in_scratch {
-        bucket.copy_from_slice(scratch);
+    if !in_data {
+        spare.copy_from_slice(data);
     }
 }
+
+/// Per-digit counts of eligible items and (when tokens are given) their tokens summed,
+/// saturating at `u64::MAX` (a bin at `u64::MAX` holds at least any target).
+struct Histogram {
+    counts: Vec<usize>,
+    sums: Vec<u64>,
+}
+
+/// The histogram of the items `range` (pass one).
+fn histogram(
+    scores: &[f64],
+    tokens: Option<&[i64]>,
+    range: Range<usize>,
+    shift: u32,
+    eligible: &(impl Fn(usize) -> bool + Sync),
+) -> Histogram {
+    let bins = 1usize << (64 - shift);
+    let mut counts = vec![0usize; bins];
+    let mut sums = Vec::new();
+    match tokens {
+        None => {
+            for i in range {
+                if eligible(i) {
+                    counts[(ordered(scores[i]) >> shift) as usize] += 1;
+                }
+            }
+        }
+        Some(tokens) => {
+            sums = vec![0u64; bins];
+            for i in range {
+                if eligible(i) {
+                    let digit = (ordered(scores[i]) >> shift) as usize;
+                    counts[digit] += 1;
+                    // Tokens are validated >= 0.
+                    sums[digit] = sums[digit].saturating_add(tokens[i] as u64);
+                }
+            }
+        }
+    }
+    Histogram { counts, sums }
+}
+
+/// Below this many items, the passes over all items stay on the calling thread.
+const PARALLEL_MIN_ITEMS: usize = 1 << 18;
 
 /// The candidates with the smallest keys, sorted (key, then index): every item `i` with
 /// `eligible(i)` whose top digit is at most that of the `wanted(counts, tokens)` bin, found by a
 /// histogram of the top digit instead of a comparison select. `wanted` receives, per digit, the
 /// count of eligible items and (when `tokens` is given) their tokens summed (saturating at
-/// `u64::MAX`), and returns the last digit needed.
+/// `u64::MAX`), and returns the last digit needed. Items with `kept(i)` carry [`KEPT`]. Bins
+/// before the last one never reach `u64::MAX` tokens (they do not reach the target).
+///
+/// Large inputs are split into one range of items per thread: each range has its own histogram,
+/// so it owns one part of every bucket (after the parts of the ranges before it), and the
+/// gathering pass writes those parts in parallel, in index order.
 fn smallest_candidates(
     scores: &[f64],
     tokens: Option<&[i64]>,
-    eligible: impl Fn(usize) -> bool,
+    eligible: impl Fn(usize) -> bool + Sync,
+    kept: impl Fn(usize) -> bool + Sync,
     wanted: impl Fn(&[usize], &[u64]) -> usize,
-) -> Vec<Candidate> {
+) -> Smallest {
     let n = scores.len();
     let bits = top_bits(n);
     let shift = 64 - bits;
     let bins = 1usize << bits;
+    let parts = if n >= PARALLEL_MIN_ITEMS {
+        rayon::current_num_threads().clamp(1, 16)
+    } else {
+        1
+    };
+    let ranges: Vec<Range<usize>> = (0..parts)
+        .map(|p| n * p / parts..n * (p + 1) / parts)
+        .collect();
+    let histograms: Vec<Histogram> = if parts > 1 {
+        ranges
+            .par_iter()
+            .map(|r| histogram(scores, tokens, r.clone(), shift, &eligible))
+            .collect()
+    } else {
+        vec![histogram(scores, tokens, 0..n, shift, &eligible)]
+    };
     let mut counts = vec![0usize; bins];
     let mut sums = vec![0u64; if tokens.is_some() { bins } else { 0 }];
-    match tokens {
-        None => {
-            for (i, &s) in scores.iter().enumerate() {
-                if eligible(i) {
-                    counts[(ordered(s) >> shift) as usize] += 1;
-                }
-            }
-        }
-        Some(tokens) => {
-            for (i, (&s, &t)) in scores.iter().zip(tokens).enumerate() {
-                if eligible(i) {
-                    let digit = (ordered(s) >> shift) as usize;
-                    counts[digit] += 1;
-                    // Validated >= 0; saturating: a bin at u64::MAX holds at least any target.
-                    sums[digit] = sums[digit].saturating_add(t as u64);
-                }
-            }
-        }
+    for h in &histograms {
+        counts.iter_mut().zip(&h.counts).for_each(|(a, b)| *a += b);
+        sums.iter_mut()
+            .zip(&h.sums)
+            .for_each(|(a, b)| *a = a.saturating_add(*b));
     }
     let last = wanted(&counts, &sums).min(bins - 1);
-    let mut start = vec![0usize; last + 2];
-    for digit in 0..=last {
-        start[digit + 1] = start[digit] + counts[digit];
-    }
-    let mut next = start.clone();
-    let mut candidates = vec![(0u64, 0u64); start[last + 1]];
-    for (i, &s) in scores.iter().enumerate() {
-        if eligible(i) {
-            let key = ordered(s);
-            let digit = (key >> shift) as usize;
-            if digit <= last {
-                candidates[next[digit]] = (key, i as u64);
-                next[digit] += 1;
+    let total: usize = counts[..=last].iter().sum();
+    let mut candidates = vec![(0u64, 0u64); total];
+    // Bucket by bucket, the part of each range: `slots[p][digit]` belongs to range `p` alone.
+    // `slots[p][last + 1]` is a slot of its own that takes the items past the last bin, so the
+    // gathering loop writes every item without a branch on its bin.
+    let mut spare = vec![(0u64, 0u64); parts];
+    let mut slots: Vec<Vec<&mut [Candidate]>> = (0..parts)
+        .map(|_| Vec::with_capacity(last + 2))
+        .collect();
+    let mut buckets: Vec<usize> = Vec::with_capacity(last + 1);
+    {
+        let mut rest = candidates.as_mut_slice();
+        for digit in 0..=last {
+            buckets.push(counts[digit]);
+            for (p, h) in histograms.iter().enumerate() {
+                let (part, tail) = rest.split_at_mut(h.counts[digit]);
+                slots[p].push(part);
+                rest = tail;
             }
         }
     }
+    for (slots, past) in slots.iter_mut().zip(spare.chunks_mut(1)) {
+        slots.push(past);
+    }
+    let gather = |range: Range<usize>, slots: &mut Vec<&mut [Candidate]>| {
+        let mut next = vec![0usize; last + 2];
+        for i in range {
+            if eligible(i) {
+                let key = ordered(scores[i]);
+                let digit = ((key >> shift) as usize).min(last + 1);
+                // Always in bounds unless the caller's memory changed since the histogram;
+                // then the item is dropped rather than written elsewhere.
+                if let Some(slot) = slots[digit].get_mut(next[digit]) {
+                    *slot = (key, i as u64 | if kept(i) { KEPT } else { 0 });
+                }
+                next[digit] += usize::from(digit <= last);
+            }
+        }
+    };
+    if parts > 1 {
+        ranges
+            .into_par_iter()
+            .zip(slots.par_iter_mut())
+            .for_each(|(range, slots)| gather(range, slots));
+    } else {
+        gather(0..n, &mut slots[0]);
+    }
+    drop(slots);
     // Each bucket holds one top digit in index order; sorting the buckets sorts the whole.
-    let mut buckets = Vec::with_capacity(last + 1);
     let mut rest = candidates.as_mut_slice();
-    for digit in 0..=last {
-        let (bucket, tail) = rest.split_at_mut(counts[digit]);
-        if bucket.len() > 1 {
-            buckets.push(bucket);
+    let mut to_sort = Vec::with_capacity(buckets.len());
+    for &len in &buckets {
+        let (bucket, tail) = rest.split_at_mut(len);
+        if len > 1 {
+            to_sort.push(bucket);
         }
         rest = tail;
     }
-    if candidates_parallel(start[last + 1]) {
-        buckets
+    if total >= 1 << 16 {
+        to_sort
             .into_par_iter()
-            .for_each_init(Vec::new, |scratch, bucket| sort_bucket(bucket, scratch));
+            .for_each_init(Vec::new, |scratch, bucket| sort_bucket(bucket, scratch, shift));
     } else {
         let mut scratch = Vec::new();
-        for bucket in buckets {
-            sort_bucket(bucket, &mut scratch);
+        for bucket in to_sort {
+            sort_bucket(bucket, &mut scratch, shift);
         }
     }
-    candidates
+    Smallest {
+        candidates,
+        last_start: total - counts[last],
+        tokens_before: sums[..last.min(sums.len())]
+            .iter()
+            .map(|&t| u128::from(t))
+            .sum(),
+    }
 }
 
-/// Whether sorting this many candidates is worth the thread pool.
-fn candidates_parallel(len: usize) -> bool {
-    len >= 1 << 16
+/// What [`smallest_candidates`] gathered.
+struct Smallest {
+    /// The candidates, sorted.
+    candidates: Vec<Candidate>,
+    /// Where the candidates of the last bin start.
+    last_start: usize,
+    /// The tokens of the candidates before the last bin (0 without tokens).
+    tokens_before: u128,
 }
 
 impl Selection<'_> {
@@ -257,15 +388,16 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
                 selection.scores,
                 None,
                 |_| true,
+                |i| !selection.evictable(i),
                 |counts, _| last_bin(counts.iter().scan(0usize, |c, &k| {
                     *c += k;
                     Some(*c >= count)
                 })),
             );
-            Ok(candidates[..count]
+            Ok(candidates.candidates[..count]
                 .iter()
+                .filter(|&&(_, i)| i & KEPT == 0)
                 .map(|&(_, i)| i as usize)
-                .filter(|&i| selection.evictable(i))
                 .collect())
         }
         Stop::TargetFreeTokens(target) => {
@@ -283,6 +415,7 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
                 selection.scores,
                 Some(tokens),
                 |i| selection.evictable(i),
+                |_| false,
                 |counts, sums| {
                     let (mut items, mut freed) = (0usize, 0u128);
                     last_bin(counts.iter().zip(sums).map(|(&c, &t)| {
@@ -292,9 +425,19 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
                     }))
                 },
             );
-            let mut total = 0u128;
-            let mut out = Vec::new();
-            for &(_, i) in &candidates {
+            // The bins before the last one neither reach the target nor the limit: all of their
+            // candidates are selected; the tokens are read only in the last bin.
+            let Smallest {
+                candidates,
+                last_start,
+                tokens_before,
+            } = candidates;
+            let mut out: Vec<usize> = candidates[..last_start]
+                .iter()
+                .map(|&(_, i)| i as usize)
+                .collect();
+            let mut total = tokens_before;
+            for &(_, i) in &candidates[last_start..] {
                 if total >= u128::from(target) || out.len() == limit {
                     break;
                 }
@@ -513,16 +656,53 @@ mod properties {
         }
     }
 
+    /// Inputs large enough for the passes over all items to run on several threads.
     #[test]
-    fn sort_bucket_is_a_stable_sort_by_key() {
+    fn parallel_passes_equal_a_full_sort() {
+        let mut rng = Rng(11);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        for case in 0..6 {
+            let n = PARALLEL_MIN_ITEMS + rng.below(100_000) as usize;
+            let scores = scores(&mut rng, n);
+            let tokens: Vec<i64> = (0..n).map(|_| rng.below(1000) as i64).collect();
+            let pinned: Vec<u8> = (0..n).map(|_| u8::from(rng.below(5) == 0)).collect();
+            let s = Selection {
+                scores: &scores,
+                tokens: Some(&tokens),
+                pinned: (case % 2 == 0).then_some(pinned.as_slice()),
+                content_type: None,
+                min_keep: rng.below(1000) as usize,
+            };
+            let total: u64 = tokens.iter().map(|&t| t as u64).sum();
+            for stop in [
+                Stop::Ratio(0.1),
+                Stop::Ratio(0.5),
+                Stop::TargetFreeTokens(total / 3),
+                Stop::TargetFreeTokens(total),
+            ] {
+                let got = pool.install(|| select_evictions(&s, stop)).unwrap();
+                assert_eq!(got, reference(&s, stop), "case {case}, {stop:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn sort_bucket_sorts_by_key_then_index() {
         let mut rng = Rng(7);
-        for len in [0, 1, 2, 511, 512, 513, 5000] {
+        let shapes = [0xff00_ff00_00ff_0f0f, 0x3, 0x0100_0000_0000_0001, 0x0000_ffff_ffff_ffff];
+        for (len, mask) in [0, 1, 2, 511, 512, 513, 5000, 100_000]
+            .into_iter()
+            .flat_map(|len| shapes.map(|mask| (len, mask)))
+        {
             let mut bucket: Vec<Candidate> = (0..len as u64)
-                .map(|i| ((rng.next() & 0xff00_ff00_00ff_0f0f) | (0xabcd << 48), i))
+                .map(|i| {
+                    let kept = if rng.below(3) == 0 { KEPT } else { 0 };
+                    ((rng.next() & mask) | (0xabcd << 48), i | kept)
+                })
                 .collect();
             let mut want = bucket.clone();
-            want.sort_by_key(|&(key, _)| key);
-            sort_bucket(&mut bucket, &mut Vec::new());
+            want.sort_by_key(|&(key, index)| (key, index & !KEPT));
+            sort_bucket(&mut bucket, &mut Vec::new(), 64);
             assert_eq!(bucket, want);
         }
     }
