@@ -649,7 +649,7 @@ mod simd {
 }
 
 /// `retention` over one range of items with AVX2: four items per step, the decay read from the
-/// table with a gather, the frequency chosen with blends (no table), the same multiplications
+/// table, the frequency chosen with blends (no table), the same multiplications
 /// and addition as [`Kernel::retention`] (no fused multiply-add), so the same bits. A step whose
 /// ages fall outside the table goes through the scalar code. With `stream`, the results are
 /// written with non-temporal stores (no read of the output's cache lines, and no eviction of
@@ -660,6 +660,9 @@ mod retention_simd {
     use std::sync::atomic::Ordering;
 
     use super::{Kernel, RetentionParams};
+
+    /// How many items ahead the input columns are prefetched.
+    const PREFETCH_AHEAD: usize = 1024;
 
     /// Whether this processor can run [`fill`].
     pub fn available() -> bool {
@@ -720,6 +723,11 @@ mod retention_simd {
         let mut negative = zero;
         let mut j = head;
         while j + 4 <= n {
+            if j + PREFETCH_AHEAD < n {
+                // Hints only: a prefetch of any address is harmless; these are in bounds.
+                _mm_prefetch::<_MM_HINT_T0>(last[j + PREFETCH_AHEAD..].as_ptr().cast());
+                _mm_prefetch::<_MM_HINT_T0>(access[j + PREFETCH_AHEAD..].as_ptr().cast());
+            }
             // SAFETY: j + 4 <= n, the length of `last` and `access`.
             let (l, a) = unsafe {
                 (
@@ -734,8 +742,17 @@ mod retention_simd {
             let in_table =
                 _mm256_and_si256(_mm256_cmpgt_epi64(len, age), _mm256_cmpgt_epi64(age, minus_one));
             let v = if _mm256_movemask_pd(_mm256_castsi256_pd(in_table)) == 0xf {
-                // SAFETY: every lane of `age` is in 0..table.len().
-                let decay = unsafe { _mm256_i64gather_pd::<8>(table.as_ptr(), age) };
+                // Four scalar loads: faster than a gather instruction on current processors.
+                let mut ages = [0u64; 4];
+                // SAFETY: `ages` holds four u64.
+                unsafe { _mm256_storeu_si256(ages.as_mut_ptr().cast(), age) };
+                // Every lane of `age` is in 0..table.len(): the bounds checks never fail.
+                let decay = _mm256_set_pd(
+                    table[ages[3] as usize],
+                    table[ages[2] as usize],
+                    table[ages[1] as usize],
+                    table[ages[0] as usize],
+                );
                 // min(ln(count + 1) / ln 5, 1) by count: 0 (and below), 1, 2, 3, 4 and above.
                 let mut freq = f[0];
                 freq = _mm256_blendv_pd(freq, f[1], _mm256_castsi256_pd(_mm256_cmpeq_epi64(a, one)));
