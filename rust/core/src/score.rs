@@ -689,7 +689,13 @@ mod retention_simd {
     /// The processor supports AVX2 ([`available`]); the kernel's policy is `retention` with
     /// `p`, and its columns were validated to hold every item of the range.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn fill(k: &Kernel<'_>, p: &RetentionParams, base: usize, out: &mut [f64], stream: bool) {
+    pub unsafe fn fill(
+        k: &Kernel<'_>,
+        p: &RetentionParams,
+        base: usize,
+        out: &mut [f64],
+        stream: bool,
+    ) {
         let n = out.len();
         let range = base..base + n;
         let last = &k.cols.last_access_turn.expect("validated")[range.clone()];
@@ -739,8 +745,10 @@ mod retention_simd {
             // number), else 0: `max(current.saturating_sub(last), 0)` when it is below 2^63.
             let older = _mm256_cmpgt_epi64(current, l);
             let age = _mm256_and_si256(older, _mm256_sub_epi64(current, l));
-            let in_table =
-                _mm256_and_si256(_mm256_cmpgt_epi64(len, age), _mm256_cmpgt_epi64(age, minus_one));
+            let in_table = _mm256_and_si256(
+                _mm256_cmpgt_epi64(len, age),
+                _mm256_cmpgt_epi64(age, minus_one),
+            );
             let v = if _mm256_movemask_pd(_mm256_castsi256_pd(in_table)) == 0xf {
                 // Four scalar loads: faster than a gather instruction on current processors.
                 let mut ages = [0u64; 4];
@@ -755,11 +763,20 @@ mod retention_simd {
                 );
                 // min(ln(count + 1) / ln 5, 1) by count: 0 (and below), 1, 2, 3, 4 and above.
                 let mut freq = f[0];
-                freq = _mm256_blendv_pd(freq, f[1], _mm256_castsi256_pd(_mm256_cmpeq_epi64(a, one)));
-                freq = _mm256_blendv_pd(freq, f[2], _mm256_castsi256_pd(_mm256_cmpeq_epi64(a, two)));
                 freq =
-                    _mm256_blendv_pd(freq, f[3], _mm256_castsi256_pd(_mm256_cmpeq_epi64(a, three)));
-                freq = _mm256_blendv_pd(freq, f[4], _mm256_castsi256_pd(_mm256_cmpgt_epi64(a, three)));
+                    _mm256_blendv_pd(freq, f[1], _mm256_castsi256_pd(_mm256_cmpeq_epi64(a, one)));
+                freq =
+                    _mm256_blendv_pd(freq, f[2], _mm256_castsi256_pd(_mm256_cmpeq_epi64(a, two)));
+                freq = _mm256_blendv_pd(
+                    freq,
+                    f[3],
+                    _mm256_castsi256_pd(_mm256_cmpeq_epi64(a, three)),
+                );
+                freq = _mm256_blendv_pd(
+                    freq,
+                    f[4],
+                    _mm256_castsi256_pd(_mm256_cmpgt_epi64(a, three)),
+                );
                 let score = _mm256_add_pd(
                     _mm256_mul_pd(recency_weight, decay),
                     _mm256_mul_pd(frequency_weight, freq),

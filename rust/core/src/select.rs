@@ -240,14 +240,11 @@ fn smallest_candidates(
     // `slots[p][last + 1]` is a slot of its own that takes the items past the last bin, so the
     // gathering loop writes every item without a branch on its bin.
     let mut spare = vec![(0u64, 0u64); parts];
-    let mut slots: Vec<Vec<&mut [Candidate]>> = (0..parts)
-        .map(|_| Vec::with_capacity(last + 2))
-        .collect();
-    let mut buckets: Vec<usize> = Vec::with_capacity(last + 1);
+    let mut slots: Vec<Vec<&mut [Candidate]>> =
+        (0..parts).map(|_| Vec::with_capacity(last + 2)).collect();
     {
         let mut rest = candidates.as_mut_slice();
         for digit in 0..=last {
-            buckets.push(counts[digit]);
             for (p, h) in histograms.iter().enumerate() {
                 let (part, tail) = rest.split_at_mut(h.counts[digit]);
                 slots[p].push(part);
@@ -284,8 +281,8 @@ fn smallest_candidates(
     drop(slots);
     // Each bucket holds one top digit in index order; sorting the buckets sorts the whole.
     let mut rest = candidates.as_mut_slice();
-    let mut to_sort = Vec::with_capacity(buckets.len());
-    for &len in &buckets {
+    let mut to_sort = Vec::with_capacity(last + 1);
+    for &len in &counts[..=last] {
         let (bucket, tail) = rest.split_at_mut(len);
         if len > 1 {
             to_sort.push(bucket);
@@ -295,7 +292,9 @@ fn smallest_candidates(
     if total >= 1 << 16 {
         to_sort
             .into_par_iter()
-            .for_each_init(Vec::new, |scratch, bucket| sort_bucket(bucket, scratch, shift));
+            .for_each_init(Vec::new, |scratch, bucket| {
+                sort_bucket(bucket, scratch, shift)
+            });
     } else {
         let mut scratch = Vec::new();
         for bucket in to_sort {
@@ -389,10 +388,12 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
                 None,
                 |_| true,
                 |i| !selection.evictable(i),
-                |counts, _| last_bin(counts.iter().scan(0usize, |c, &k| {
-                    *c += k;
-                    Some(*c >= count)
-                })),
+                |counts, _| {
+                    last_bin(counts.iter().scan(0usize, |c, &k| {
+                        *c += k;
+                        Some(*c >= count)
+                    }))
+                },
             );
             Ok(candidates.candidates[..count]
                 .iter()
@@ -599,10 +600,21 @@ mod properties {
                 1 => 0.5 + (rng.below(1 << 20) as f64) * 1e-12,
                 2 => {
                     let magnitude = f64::from_bits(rng.next() >> 2);
-                    if rng.below(2) == 0 { magnitude } else { -magnitude }
+                    if rng.below(2) == 0 {
+                        magnitude
+                    } else {
+                        -magnitude
+                    }
                 }
-                _ => [0.0, -0.0, 1.0, -1.0, f64::INFINITY, f64::NEG_INFINITY, 1e-300]
-                    [rng.below(7) as usize],
+                _ => [
+                    0.0,
+                    -0.0,
+                    1.0,
+                    -1.0,
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                    1e-300,
+                ][rng.below(7) as usize],
             })
             .collect()
     }
@@ -637,14 +649,13 @@ mod properties {
                 content_type: (rng.below(2) == 0).then_some(types.as_slice()),
                 min_keep: rng.below(n as u64 + 2) as usize,
             };
-            let ratio = [0.0, 0.1, 0.3, 0.5, 1.0, rng.below(1001) as f64 / 1000.0]
-                [rng.below(6) as usize];
+            let ratio =
+                [0.0, 0.1, 0.3, 0.5, 1.0, rng.below(1001) as f64 / 1000.0][rng.below(6) as usize];
             let total: u128 = tokens.iter().map(|&t| t as u128).sum();
             let target = match rng.below(4) {
                 0 => rng.below(100),
                 1 => u64::MAX,
-                _ => u64::try_from(total / (1 + u128::from(rng.below(10))))
-                    .unwrap_or(u64::MAX),
+                _ => u64::try_from(total / (1 + u128::from(rng.below(10)))).unwrap_or(u64::MAX),
             };
             for stop in [Stop::Ratio(ratio), Stop::TargetFreeTokens(target)] {
                 assert_eq!(
@@ -660,7 +671,10 @@ mod properties {
     #[test]
     fn parallel_passes_equal_a_full_sort() {
         let mut rng = Rng(11);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
         for case in 0..6 {
             let n = PARALLEL_MIN_ITEMS + rng.below(100_000) as usize;
             let scores = scores(&mut rng, n);
@@ -689,7 +703,12 @@ mod properties {
     #[test]
     fn sort_bucket_sorts_by_key_then_index() {
         let mut rng = Rng(7);
-        let shapes = [0xff00_ff00_00ff_0f0f, 0x3, 0x0100_0000_0000_0001, 0x0000_ffff_ffff_ffff];
+        let shapes = [
+            0xff00_ff00_00ff_0f0f,
+            0x3,
+            0x0100_0000_0000_0001,
+            0x0000_ffff_ffff_ffff,
+        ];
         for (len, mask) in [0, 1, 2, 511, 512, 513, 5000, 100_000]
             .into_iter()
             .flat_map(|len| shapes.map(|mask| (len, mask)))
