@@ -98,28 +98,21 @@ fn sort_into(data: &mut [Candidate], spare: &mut [Candidate], low: u32, in_data:
         while low > 0 {
             let bits = width.min(low);
             low -= bits;
-            let mask = (1u64 << bits) - 1;
-            let digit = |key: u64| ((key >> low) & mask) as usize;
-            let mut count = vec![0usize; 1 << bits];
-            for &(key, _) in data.iter() {
-                count[digit(key)] += 1;
-            }
-            if count.contains(&data.len()) {
+            // Counts and next positions on the stack for narrow digits (most calls).
+            let (mut small_count, mut small_next) = ([0usize; 256], [0usize; 256]);
+            let (mut large_count, mut large_next) = (Vec::new(), Vec::new());
+            let (count, next) = if bits <= 8 {
+                (&mut small_count[..1 << bits], &mut small_next[..1 << bits])
+            } else {
+                large_count.resize(1 << bits, 0);
+                large_next.resize(1 << bits, 0);
+                (&mut large_count[..], &mut large_next[..])
+            };
+            if !radix_pass(data, spare, low, bits, count, next) {
                 continue;
             }
-            let mut next = Vec::with_capacity(count.len());
-            let mut sum = 0;
-            for &c in &count {
-                next.push(sum);
-                sum += c;
-            }
-            for &candidate in data.iter() {
-                let d = digit(candidate.0);
-                spare[next[d]] = candidate;
-                next[d] += 1;
-            }
             let (mut rest, mut rest_spare) = (spare, data);
-            for &c in &count {
+            for &c in count.iter() {
                 let (part, tail) = rest.split_at_mut(c);
                 let (part_spare, tail_spare) = rest_spare.split_at_mut(c);
                 if c == 1 {
@@ -142,6 +135,38 @@ fn sort_into(data: &mut [Candidate], spare: &mut [Candidate], low: u32, in_data:
     if !in_data {
         spare.copy_from_slice(data);
     }
+}
+
+/// One stable counting-sort pass of `data` into `spare` on bits `low..low + bits` of the keys,
+/// `count` receiving the count of each digit (`next` is work space of the same length). Returns
+/// false, writing nothing, when every key has the same digit.
+fn radix_pass(
+    data: &[Candidate],
+    spare: &mut [Candidate],
+    low: u32,
+    bits: u32,
+    count: &mut [usize],
+    next: &mut [usize],
+) -> bool {
+    let mask = (1u64 << bits) - 1;
+    let digit = |key: u64| ((key >> low) & mask) as usize;
+    for &(key, _) in data {
+        count[digit(key)] += 1;
+    }
+    if count.contains(&data.len()) {
+        return false;
+    }
+    let mut sum = 0;
+    for (slot, &c) in next.iter_mut().zip(count.iter()) {
+        *slot = sum;
+        sum += c;
+    }
+    for &candidate in data {
+        let d = digit(candidate.0);
+        spare[next[d]] = candidate;
+        next[d] += 1;
+    }
+    true
 }
 
 /// Per-digit counts of eligible items and (when tokens are given) their tokens summed,
