@@ -65,7 +65,7 @@ fn top_bits(n: usize) -> u32 {
 }
 
 /// Buckets at most this long are sorted by comparison; longer ones by radix passes.
-const RADIX_SORT_MIN: usize = 48;
+const RADIX_SORT_MIN: usize = 24;
 
 /// At most this many bits of the key per MSD radix pass (a 2048-bin histogram stays in L1).
 const DIGIT_BITS: u32 = 11;
@@ -85,15 +85,15 @@ fn sort_bucket(bucket: &mut [Candidate], scratch: &mut Vec<Candidate>, low: u32)
 /// Sorts `data` (keys agreeing above bit `low`, in index order) by key, ties by index, leaving
 /// the result in `data` when `in_data`, else in `spare` (of the same length): comparison sort
 /// when short, else a stable MSD radix pass from `data` into `spare` on the next bits (about
-/// log2 of the length / 8, at most [`DIGIT_BITS`]; skipped when they are all the same), then the
+/// log2 of the length / 2, at most [`DIGIT_BITS`]; skipped when they are all the same), then the
 /// same on each part with the roles of the buffers swapped. Equal keys stay in index order, so
 /// a part of one key is done.
 fn sort_into(data: &mut [Candidate], spare: &mut [Candidate], low: u32, in_data: bool) {
     let mut low = low;
     if data.len() > RADIX_SORT_MIN {
-        // About 8 candidates per part on average: short parts end in comparison sorts.
+        // About 2 candidates per part on average: short parts end in comparison sorts.
         let width = (usize::BITS - data.len().leading_zeros())
-            .saturating_sub(3)
+            .saturating_sub(1)
             .clamp(1, DIGIT_BITS);
         while low > 0 {
             let bits = width.min(low);
