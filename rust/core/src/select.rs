@@ -420,11 +420,14 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
                     }))
                 },
             );
-            Ok(candidates.candidates[..count]
-                .iter()
-                .filter(|&&(_, i)| i & KEPT == 0)
-                .map(|&(_, i)| i as usize)
-                .collect())
+            let mut out = Vec::with_capacity(count);
+            out.extend(
+                candidates.candidates[..count]
+                    .iter()
+                    .filter(|&&(_, i)| i & KEPT == 0)
+                    .map(|&(_, i)| i as usize),
+            );
+            Ok(out)
         }
         Stop::TargetFreeTokens(target) => {
             let Some(tokens) = selection.tokens else {
