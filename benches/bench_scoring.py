@@ -8,8 +8,9 @@
   target, vs the numpy expression of the same selection: a stable `np.argsort` (ties by
   position) + `np.cumsum` of the tokens in that order + `np.searchsorted` (and, at 10%,
   `np.argpartition` + sorting the part);
-- the kernel targets, each measured in several rounds (best and spread): retention at 10^7
-  items <= 1.3x the memory-bandwidth bound, selection >= 10x faster than argsort + cumsum;
+- the kernel targets, each measured in several rounds (best against best, and the spread of
+  the rounds): retention at 10^7 items <= 1.3x the memory-bandwidth bound, selection >= 10x
+  faster than argsort + cumsum;
 - cosine similarity to a task embedding on 10^6 x 384 float32 embeddings (inside `priority`)
   vs numpy matmul with precomputed norms.
 """
@@ -117,19 +118,27 @@ def main() -> None:
     table.append(["retention, pure Python, n=100,000 (ns/item)", "", f"{python_ns:.0f}",
                   f"{python_ns / results['retention_10000000']['ours_ns']:.0f}x slower than ctxwindow"])
 
-    # The bound in several rounds, each measuring the bandwidth and the kernel side by side.
+    # The bound in several rounds, each measuring the bandwidth and the kernel side by side. The
+    # figure is best against best (fastest kernel time over the highest bandwidth of all rounds),
+    # so a round where the machine was busy during one of the two does not flatter the ratio;
+    # the spread is that of the rounds' own ratios.
     n = 10_000_000
     cols = columns(n)
     buffer = np.empty(n)
-    bound_ratios = []
+    rounds = []
     for _ in range(ROUNDS):
         round_bandwidth = bandwidth_gb_s()
         t_round = best_seconds(lambda: score("retention", current_turn=CURRENT, out=buffer, **cols), 5, 0.3)
-        bound_ratios.append(t_round / (n * 24 / (round_bandwidth * 1e9)))
-    results["retention_bound_rounds"] = bound_ratios
-    table.append([f"retention, n={n:,} vs bandwidth bound, best of {ROUNDS} rounds (target <= 1.3x)",
-                  f"**{min(bound_ratios):.2f}x** the bound", f"spread {min(bound_ratios):.2f}-{max(bound_ratios):.2f}x",
-                  "met" if min(bound_ratios) <= 1.3 else "**missed**"])
+        rounds.append((round_bandwidth, t_round))
+    bound_ratios = [t / (n * 24 / (bw * 1e9)) for bw, t in rounds]
+    best_ratio = min(t for _, t in rounds) / (n * 24 / (max(bw for bw, _ in rounds) * 1e9))
+    results["retention_bound_rounds"] = {"bandwidth_gb_s": [bw for bw, _ in rounds],
+                                         "ours_ns": [t / n * 1e9 for _, t in rounds],
+                                         "ratio": bound_ratios, "best_vs_best": best_ratio}
+    table.append([f"retention, n={n:,} vs bandwidth bound, {ROUNDS} rounds (target <= 1.3x)",
+                  f"**{best_ratio:.2f}x** the bound",
+                  f"rounds {min(bound_ratios):.2f}-{max(bound_ratios):.2f}x",
+                  "met" if best_ratio <= 1.3 else "**missed**"])
     del cols, buffer
 
     rng = np.random.default_rng(2)
@@ -158,20 +167,18 @@ def main() -> None:
             ("ratio", lambda: select_evictions(scores, ratio=fraction), numpy_ratio),
             ("token target", lambda: select_evictions(scores, tokens, target_free_tokens=target), numpy_target),
         ):
-            speedups = []
             times = []
             for _ in range(ROUNDS):
-                t_ours = best_seconds(ours_call, 3, 0.3)
-                t_peer = best_seconds(peer_call, 1, 0.0)
-                speedups.append(t_peer / t_ours)
-                times.append((t_ours, t_peer))
-            best = max(range(ROUNDS), key=lambda r: speedups[r])
+                times.append((best_seconds(ours_call, 3, 0.3), best_seconds(peer_call, 1, 0.0)))
+            speedups = [peer / ours for ours, peer in times]
+            t_ours, t_peer = min(t for t, _ in times), min(t for _, t in times)
+            speedup = t_peer / t_ours  # best against best
             selection[f"{rule} {fraction:.0%}"] = {"ours_s": [t for t, _ in times], "peer_s": [t for _, t in times],
-                                                   "speedup": speedups}
-            table.append([f"select {fraction:.0%} of 10^7 by {rule} (ms), best of {ROUNDS} rounds",
-                          f"{times[best][0] * 1e3:.0f}", f"argsort + cumsum {times[best][1] * 1e3:.0f}",
-                          f"**{speedups[best]:.1f}x** faster (spread {min(speedups):.1f}-{max(speedups):.1f}x; "
-                          f"target >= 10x {'met' if speedups[best] >= 10 else '**missed**'})"])
+                                                   "speedup_rounds": speedups, "speedup": speedup}
+            table.append([f"select {fraction:.0%} of 10^7 by {rule} (ms), {ROUNDS} rounds",
+                          f"{t_ours * 1e3:.0f}", f"argsort + cumsum {t_peer * 1e3:.0f}",
+                          f"**{speedup:.1f}x** faster (rounds {min(speedups):.1f}-{max(speedups):.1f}x; "
+                          f"target >= 10x {'met' if speedup >= 10 else '**missed**'})"])
 
     def partition_then_sort() -> None:
         part = np.argpartition(scores, k)[:k]
