@@ -4,8 +4,13 @@
   expression of the same formula (in-place ufuncs into preallocated buffers) vs pure Python
   (10^5 items), in ns per item, and vs the memory-bandwidth bound of the bytes it must move (this
   machine's bandwidth measured with a numpy copy);
-- selection of the 10% lowest scores (ratio) and of a token target vs `np.argsort` and
-  `np.argpartition` (+ sorting the part);
+- selection (`select_evictions`) of 10%, 30% and 50% of 10^7 items, by ratio and by token
+  target, vs the numpy expression of the same selection: a stable `np.argsort` (ties by
+  position) + `np.cumsum` of the tokens in that order + `np.searchsorted` (and, at 10%,
+  `np.argpartition` + sorting the part);
+- the kernel targets, each measured in several rounds (best against best, and the spread of
+  the rounds): retention at 10^7 items <= 1.3x the memory-bandwidth bound, selection >= 10x
+  faster than argsort + cumsum;
 - cosine similarity to a task embedding on 10^6 x 384 float32 embeddings (inside `priority`)
   vs numpy matmul with precomputed norms.
 """
@@ -27,6 +32,8 @@ from _common import best_seconds, write_results  # noqa: E402
 from ctxwindow.scoring import score, select_evictions  # noqa: E402
 
 CURRENT = 5_000
+ROUNDS = 3
+FRACTIONS = (0.1, 0.3, 0.5)
 
 
 def bandwidth_gb_s() -> float:
@@ -111,28 +118,78 @@ def main() -> None:
     table.append(["retention, pure Python, n=100,000 (ns/item)", "", f"{python_ns:.0f}",
                   f"{python_ns / results['retention_10000000']['ours_ns']:.0f}x slower than ctxwindow"])
 
-    rng = np.random.default_rng(2)
+    # The bound in several rounds, each measuring the bandwidth and the kernel side by side. The
+    # figure is best against best (fastest kernel time over the highest bandwidth of all rounds),
+    # so a round where the machine was busy during one of the two does not flatter the ratio;
+    # the spread is that of the rounds' own ratios.
     n = 10_000_000
+    cols = columns(n)
+    buffer = np.empty(n)
+    rounds = []
+    for _ in range(ROUNDS):
+        round_bandwidth = bandwidth_gb_s()
+        t_round = best_seconds(lambda: score("retention", current_turn=CURRENT, out=buffer, **cols), 5, 0.3)
+        rounds.append((round_bandwidth, t_round))
+    bound_ratios = [t / (n * 24 / (bw * 1e9)) for bw, t in rounds]
+    best_ratio = min(t for _, t in rounds) / (n * 24 / (max(bw for bw, _ in rounds) * 1e9))
+    results["retention_bound_rounds"] = {"bandwidth_gb_s": [bw for bw, _ in rounds],
+                                         "ours_ns": [t / n * 1e9 for _, t in rounds],
+                                         "ratio": bound_ratios, "best_vs_best": best_ratio}
+    table.append([f"retention, n={n:,} vs bandwidth bound, {ROUNDS} rounds (target <= 1.3x)",
+                  f"**{best_ratio:.2f}x** the bound",
+                  f"rounds {min(bound_ratios):.2f}-{max(bound_ratios):.2f}x",
+                  "met" if best_ratio <= 1.3 else "**missed**"])
+    del cols, buffer
+
+    rng = np.random.default_rng(2)
     scores = rng.random(n)
     tokens = rng.integers(1, 500, n)
     k = n // 10
-    t_ratio = best_seconds(lambda: select_evictions(scores, ratio=0.1), 3, 0.3)
-    t_target = best_seconds(lambda: select_evictions(scores, tokens, target_free_tokens=int(tokens.mean() * k)), 3, 0.3)
-    t_argsort = best_seconds(lambda: np.argsort(scores, kind="stable"), 3, 0.3)
+    selection: dict[str, Any] = {}
+    for fraction in FRACTIONS:
+        count = math.ceil(n * fraction)
+        target = int(tokens.sum() * fraction)
+
+        def numpy_ratio() -> None:
+            np.argsort(scores, kind="stable")[:count]
+
+        def numpy_target() -> None:
+            order = np.argsort(scores, kind="stable")
+            cut = int(np.searchsorted(np.cumsum(tokens[order]), target)) + 1
+            order[:cut]
+
+        order = np.argsort(scores, kind="stable")
+        assert select_evictions(scores, ratio=fraction).tolist() == order[:count].tolist()
+        cut = int(np.searchsorted(np.cumsum(tokens[order]), target)) + 1
+        assert select_evictions(scores, tokens, target_free_tokens=target).tolist() == order[:cut].tolist()
+        del order
+        for rule, ours_call, peer_call in (
+            ("ratio", lambda: select_evictions(scores, ratio=fraction), numpy_ratio),
+            ("token target", lambda: select_evictions(scores, tokens, target_free_tokens=target), numpy_target),
+        ):
+            times = []
+            for _ in range(ROUNDS):
+                times.append((best_seconds(ours_call, 3, 0.3), best_seconds(peer_call, 1, 0.0)))
+            speedups = [peer / ours for ours, peer in times]
+            t_ours, t_peer = min(t for t, _ in times), min(t for _, t in times)
+            speedup = t_peer / t_ours  # best against best
+            selection[f"{rule} {fraction:.0%}"] = {"ours_s": [t for t, _ in times], "peer_s": [t for _, t in times],
+                                                   "speedup_rounds": speedups, "speedup": speedup}
+            table.append([f"select {fraction:.0%} of 10^7 by {rule} (ms), {ROUNDS} rounds",
+                          f"{t_ours * 1e3:.0f}", f"argsort + cumsum {t_peer * 1e3:.0f}",
+                          f"**{speedup:.1f}x** faster (rounds {min(speedups):.1f}-{max(speedups):.1f}x; "
+                          f"target >= 10x {'met' if speedup >= 10 else '**missed**'})"])
 
     def partition_then_sort() -> None:
         part = np.argpartition(scores, k)[:k]
         part[np.argsort(scores[part], kind="stable")]
 
+    t_ratio = best_seconds(lambda: select_evictions(scores, ratio=0.1), 3, 0.3)
     t_partition = best_seconds(partition_then_sort, 3, 0.3)
-    results["selection_10M"] = {"ratio_s": t_ratio, "target_s": t_target, "argsort_s": t_argsort,
-                                "argpartition_s": t_partition}
-    table.append(["select 10% of 10^7 by ratio (ms)", f"{t_ratio * 1e3:.0f}",
-                  f"argsort {t_argsort * 1e3:.0f}", f"**{t_argsort / t_ratio:.1f}x** faster"])
+    selection["argpartition_10%"] = {"ours_s": t_ratio, "argpartition_s": t_partition}
+    results["selection_10M"] = selection
     table.append(["select 10% of 10^7 by ratio (ms)", f"{t_ratio * 1e3:.0f}",
                   f"argpartition+sort {t_partition * 1e3:.0f}", f"{t_partition / t_ratio:.1f}x faster"])
-    table.append(["select 10^7 by token target (ms)", f"{t_target * 1e3:.0f}",
-                  f"argsort {t_argsort * 1e3:.0f}", f"{t_argsort / t_target:.1f}x faster"])
 
     n, d = 1_000_000, 384
     embedding = rng.standard_normal((n, d), dtype=np.float32)

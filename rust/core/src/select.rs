@@ -1,6 +1,13 @@
 //! Choosing what to evict from scores: lowest score first, ties by original index, never a pinned
-//! item, a system prompt or an item scored `+inf`. Selection avoids a full sort: a partial
-//! selection (`select_nth_unstable`, O(n)) isolates the candidates, and only those are sorted.
+//! item, a system prompt or an item scored `+inf`. Selection avoids a comparison sort of all
+//! items: a histogram of the top bits of order-preserving integer keys (counts, or tokens for a
+//! token target) finds the bin where the stop rule is met, only the items of the bins up to it
+//! are gathered (bucketed by those bits, in index order), and each bucket is sorted by stable
+//! MSD radix passes over the remaining key bits.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
 
 use crate::score::ContentType;
 use crate::{Error, Result};
@@ -30,29 +37,313 @@ pub struct Selection<'a> {
     pub min_keep: usize,
 }
 
-/// A sort key: the score's bits mapped to an order-preserving integer, then the index.
-#[inline]
-fn key(score: f64, index: usize) -> (u64, u64) {
-    // -0.0 and 0.0 are equal scores: both map to the key of 0.0 so the index decides.
+/// The score's bits mapped to an order-preserving integer (no NaN): `a < b` as floats exactly
+/// when `ordered(a) < ordered(b)`. -0.0 and 0.0 are equal scores: both map to the key of 0.0 so
+/// the index decides.
+#[inline(always)]
+fn ordered(score: f64) -> u64 {
     let score = if score == 0.0 { 0.0 } else { score };
     let bits = score.to_bits();
-    let ordered = if bits >> 63 == 1 {
+    if bits >> 63 == 1 {
         !bits
     } else {
         bits | (1 << 63)
-    };
-    (ordered, index as u64)
+    }
 }
 
-/// Sorts the `k` smallest keys of `keys` to its front (the rest in any order).
-fn smallest_sorted(keys: &mut [(u64, u64)], k: usize) {
-    if k == 0 {
+/// A candidate: its key, then its index, whose top bit ([`KEPT`]) may mark an item that must
+/// not be evicted. Sorted by key, then by index, the order is the eviction order.
+type Candidate = (u64, u64);
+
+/// Set in a candidate's index for an item that may not be evicted (indices stay below 2^63).
+const KEPT: u64 = 1 << 63;
+
+/// Width of the first radix digit (the top bits of the key): about log2(n), 8 to 16 bits, so the
+/// histogram stays small next to the data.
+fn top_bits(n: usize) -> u32 {
+    (usize::BITS - n.leading_zeros()).clamp(8, 16)
+}
+
+/// Buckets at most this long are sorted by comparison; longer ones by radix passes.
+const RADIX_SORT_MIN: usize = 24;
+
+/// At most this many bits of the key per MSD radix pass (a 2048-bin histogram stays in L1).
+const DIGIT_BITS: u32 = 11;
+
+/// Sorts one bucket of candidates by key, ties by index, where the keys agree above bit `low`
+/// and the candidates are in index order on entry. `scratch` is reused between calls.
+fn sort_bucket(bucket: &mut [Candidate], scratch: &mut Vec<Candidate>, low: u32) {
+    if bucket.len() <= RADIX_SORT_MIN {
+        bucket.sort_unstable_by_key(|&(key, index)| (key, index & !KEPT));
         return;
     }
-    if k < keys.len() {
-        keys.select_nth_unstable(k - 1);
+    scratch.clear();
+    scratch.resize(bucket.len(), (0, 0));
+    sort_into(bucket, scratch, low, true);
+}
+
+/// Sorts `data` (keys agreeing above bit `low`, in index order) by key, ties by index, leaving
+/// the result in `data` when `in_data`, else in `spare` (of the same length): comparison sort
+/// when short, else a stable MSD radix pass from `data` into `spare` on the next bits (about
+/// log2 of the length / 2, at most [`DIGIT_BITS`]; skipped when they are all the same), then the
+/// same on each part with the roles of the buffers swapped. Equal keys stay in index order, so
+/// a part of one key is done.
+fn sort_into(data: &mut [Candidate], spare: &mut [Candidate], low: u32, in_data: bool) {
+    let mut low = low;
+    if data.len() > RADIX_SORT_MIN {
+        // About 2 candidates per part on average: short parts end in comparison sorts.
+        let width = (usize::BITS - data.len().leading_zeros())
+            .saturating_sub(1)
+            .clamp(1, DIGIT_BITS);
+        while low > 0 {
+            let bits = width.min(low);
+            low -= bits;
+            // Counts and next positions on the stack for narrow digits (most calls).
+            let (mut small_count, mut small_next) = ([0usize; 256], [0usize; 256]);
+            let (mut large_count, mut large_next) = (Vec::new(), Vec::new());
+            let (count, next) = if bits <= 8 {
+                (&mut small_count[..1 << bits], &mut small_next[..1 << bits])
+            } else {
+                large_count.resize(1 << bits, 0);
+                large_next.resize(1 << bits, 0);
+                (&mut large_count[..], &mut large_next[..])
+            };
+            if !radix_pass(data, spare, low, bits, count, next) {
+                continue;
+            }
+            let (mut rest, mut rest_spare) = (spare, data);
+            for &c in count.iter() {
+                let (part, tail) = rest.split_at_mut(c);
+                let (part_spare, tail_spare) = rest_spare.split_at_mut(c);
+                if c == 1 {
+                    // One candidate: sorted; it is in `spare`'s part and belongs in `data`'s
+                    // part when the result is wanted in `data`.
+                    if in_data {
+                        part_spare[0] = part[0];
+                    }
+                } else if c > 1 {
+                    sort_into(part, part_spare, low, !in_data);
+                }
+                rest = tail;
+                rest_spare = tail_spare;
+            }
+            return;
+        }
+    } else if low > 0 {
+        data.sort_unstable_by_key(|&(key, index)| (key, index & !KEPT));
     }
-    keys[..k].sort_unstable();
+    if !in_data {
+        spare.copy_from_slice(data);
+    }
+}
+
+/// One stable counting-sort pass of `data` into `spare` on bits `low..low + bits` of the keys,
+/// `count` receiving the count of each digit (`next` is work space of the same length). Returns
+/// false, writing nothing, when every key has the same digit.
+fn radix_pass(
+    data: &[Candidate],
+    spare: &mut [Candidate],
+    low: u32,
+    bits: u32,
+    count: &mut [usize],
+    next: &mut [usize],
+) -> bool {
+    let mask = (1u64 << bits) - 1;
+    let digit = |key: u64| ((key >> low) & mask) as usize;
+    for &(key, _) in data {
+        count[digit(key)] += 1;
+    }
+    if count.contains(&data.len()) {
+        return false;
+    }
+    let mut sum = 0;
+    for (slot, &c) in next.iter_mut().zip(count.iter()) {
+        *slot = sum;
+        sum += c;
+    }
+    for &candidate in data {
+        let d = digit(candidate.0);
+        spare[next[d]] = candidate;
+        next[d] += 1;
+    }
+    true
+}
+
+/// Per-digit counts of eligible items and (when tokens are given) their tokens summed,
+/// saturating at `u64::MAX` (a bin at `u64::MAX` holds at least any target).
+struct Histogram {
+    counts: Vec<usize>,
+    sums: Vec<u64>,
+}
+
+/// The histogram of the items `range` (pass one).
+fn histogram(
+    scores: &[f64],
+    tokens: Option<&[i64]>,
+    range: Range<usize>,
+    shift: u32,
+    eligible: &(impl Fn(usize) -> bool + Sync),
+) -> Histogram {
+    let bins = 1usize << (64 - shift);
+    let mut counts = vec![0usize; bins];
+    let mut sums = Vec::new();
+    match tokens {
+        None => {
+            for i in range {
+                if eligible(i) {
+                    counts[(ordered(scores[i]) >> shift) as usize] += 1;
+                }
+            }
+        }
+        Some(tokens) => {
+            sums = vec![0u64; bins];
+            for i in range {
+                if eligible(i) {
+                    let digit = (ordered(scores[i]) >> shift) as usize;
+                    counts[digit] += 1;
+                    // Tokens are validated >= 0.
+                    sums[digit] = sums[digit].saturating_add(tokens[i] as u64);
+                }
+            }
+        }
+    }
+    Histogram { counts, sums }
+}
+
+/// Below this many items, the passes over all items stay on the calling thread.
+const PARALLEL_MIN_ITEMS: usize = 1 << 18;
+
+/// The candidates with the smallest keys, sorted (key, then index): every item `i` with
+/// `eligible(i)` whose top digit is at most that of the `wanted(counts, tokens)` bin, found by a
+/// histogram of the top digit instead of a comparison select. `wanted` receives, per digit, the
+/// count of eligible items and (when `tokens` is given) their tokens summed (saturating at
+/// `u64::MAX`), and returns the last digit needed. Items with `kept(i)` carry [`KEPT`]. Bins
+/// before the last one never reach `u64::MAX` tokens (they do not reach the target).
+///
+/// Large inputs are split into one range of items per thread: each range has its own histogram,
+/// so it owns one part of every bucket (after the parts of the ranges before it), and the
+/// gathering pass writes those parts in parallel, in index order.
+fn smallest_candidates(
+    scores: &[f64],
+    tokens: Option<&[i64]>,
+    eligible: impl Fn(usize) -> bool + Sync,
+    kept: impl Fn(usize) -> bool + Sync,
+    wanted: impl Fn(&[usize], &[u64]) -> usize,
+) -> Smallest {
+    let n = scores.len();
+    let bits = top_bits(n);
+    let shift = 64 - bits;
+    let bins = 1usize << bits;
+    let parts = if n >= PARALLEL_MIN_ITEMS {
+        rayon::current_num_threads().clamp(1, 16)
+    } else {
+        1
+    };
+    let ranges: Vec<Range<usize>> = (0..parts)
+        .map(|p| n * p / parts..n * (p + 1) / parts)
+        .collect();
+    let histograms: Vec<Histogram> = if parts > 1 {
+        ranges
+            .par_iter()
+            .map(|r| histogram(scores, tokens, r.clone(), shift, &eligible))
+            .collect()
+    } else {
+        vec![histogram(scores, tokens, 0..n, shift, &eligible)]
+    };
+    let mut counts = vec![0usize; bins];
+    let mut sums = vec![0u64; if tokens.is_some() { bins } else { 0 }];
+    for h in &histograms {
+        counts.iter_mut().zip(&h.counts).for_each(|(a, b)| *a += b);
+        sums.iter_mut()
+            .zip(&h.sums)
+            .for_each(|(a, b)| *a = a.saturating_add(*b));
+    }
+    let last = wanted(&counts, &sums).min(bins - 1);
+    let total: usize = counts[..=last].iter().sum();
+    let mut candidates = vec![(0u64, 0u64); total];
+    // Bucket by bucket, the part of each range: `slots[p][digit]` belongs to range `p` alone.
+    // `slots[p][last + 1]` is a slot of its own that takes the items past the last bin, so the
+    // gathering loop writes every item without a branch on its bin.
+    let mut spare = vec![(0u64, 0u64); parts];
+    let mut slots: Vec<Vec<&mut [Candidate]>> =
+        (0..parts).map(|_| Vec::with_capacity(last + 2)).collect();
+    {
+        let mut rest = candidates.as_mut_slice();
+        for digit in 0..=last {
+            for (p, h) in histograms.iter().enumerate() {
+                let (part, tail) = rest.split_at_mut(h.counts[digit]);
+                slots[p].push(part);
+                rest = tail;
+            }
+        }
+    }
+    for (slots, past) in slots.iter_mut().zip(spare.chunks_mut(1)) {
+        slots.push(past);
+    }
+    let gather = |range: Range<usize>, slots: &mut Vec<&mut [Candidate]>| {
+        let mut next = vec![0usize; last + 2];
+        for i in range {
+            if eligible(i) {
+                let key = ordered(scores[i]);
+                let digit = ((key >> shift) as usize).min(last + 1);
+                // Always in bounds unless the caller's memory changed since the histogram;
+                // then the item is dropped rather than written elsewhere.
+                if let Some(slot) = slots[digit].get_mut(next[digit]) {
+                    *slot = (key, i as u64 | if kept(i) { KEPT } else { 0 });
+                }
+                next[digit] += usize::from(digit <= last);
+            }
+        }
+    };
+    if parts > 1 {
+        ranges
+            .into_par_iter()
+            .zip(slots.par_iter_mut())
+            .for_each(|(range, slots)| gather(range, slots));
+    } else {
+        gather(0..n, &mut slots[0]);
+    }
+    drop(slots);
+    // Each bucket holds one top digit in index order; sorting the buckets sorts the whole.
+    let mut rest = candidates.as_mut_slice();
+    let mut to_sort = Vec::with_capacity(last + 1);
+    for &len in &counts[..=last] {
+        let (bucket, tail) = rest.split_at_mut(len);
+        if len > 1 {
+            to_sort.push(bucket);
+        }
+        rest = tail;
+    }
+    if total >= 1 << 16 {
+        to_sort
+            .into_par_iter()
+            .for_each_init(Vec::new, |scratch, bucket| {
+                sort_bucket(bucket, scratch, shift)
+            });
+    } else {
+        let mut scratch = Vec::new();
+        for bucket in to_sort {
+            sort_bucket(bucket, &mut scratch, shift);
+        }
+    }
+    Smallest {
+        candidates,
+        last_start: total - counts[last],
+        tokens_before: sums[..last.min(sums.len())]
+            .iter()
+            .map(|&t| u128::from(t))
+            .sum(),
+    }
+}
+
+/// What [`smallest_candidates`] gathered.
+struct Smallest {
+    /// The candidates, sorted.
+    candidates: Vec<Candidate>,
+    /// Where the candidates of the last bin start.
+    last_start: usize,
+    /// The tokens of the candidates before the last bin (0 without tokens).
+    tokens_before: u128,
 }
 
 impl Selection<'_> {
@@ -113,18 +404,30 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
             }
             let wanted = (n as f64 * ratio).ceil() as usize;
             let count = wanted.min(limit);
-            let mut keys: Vec<(u64, u64)> = selection
-                .scores
-                .iter()
-                .enumerate()
-                .map(|(i, &s)| key(s, i))
-                .collect();
-            smallest_sorted(&mut keys, count);
-            Ok(keys[..count]
-                .iter()
-                .map(|&(_, i)| i as usize)
-                .filter(|&i| selection.evictable(i))
-                .collect())
+            if count == 0 {
+                return Ok(Vec::new());
+            }
+            // The `count` lowest ranks over all items: the bins up to the one reaching `count`.
+            let candidates = smallest_candidates(
+                selection.scores,
+                None,
+                |_| true,
+                |i| !selection.evictable(i),
+                |counts, _| {
+                    last_bin(counts.iter().scan(0usize, |c, &k| {
+                        *c += k;
+                        Some(*c >= count)
+                    }))
+                },
+            );
+            let mut out = Vec::with_capacity(count);
+            out.extend(
+                candidates.candidates[..count]
+                    .iter()
+                    .filter(|&&(_, i)| i & KEPT == 0)
+                    .map(|&(_, i)| i as usize),
+            );
+            Ok(out)
         }
         Stop::TargetFreeTokens(target) => {
             let Some(tokens) = selection.tokens else {
@@ -135,33 +438,35 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
             if target == 0 || limit == 0 {
                 return Ok(Vec::new());
             }
-            let mut keys: Vec<(u64, u64)> = (0..n)
-                .filter(|&i| selection.evictable(i))
-                .map(|i| key(selection.scores[i], i))
+            // The evictable items of the bins up to the one where the tokens reach the target or
+            // the count reaches the limit (all of them when neither happens).
+            let candidates = smallest_candidates(
+                selection.scores,
+                Some(tokens),
+                |i| selection.evictable(i),
+                |_| false,
+                |counts, sums| {
+                    let (mut items, mut freed) = (0usize, 0u128);
+                    last_bin(counts.iter().zip(sums).map(|(&c, &t)| {
+                        items += c;
+                        freed += u128::from(t);
+                        freed >= u128::from(target) || items >= limit
+                    }))
+                },
+            );
+            // The bins before the last one neither reach the target nor the limit: all of their
+            // candidates are selected; the tokens are read only in the last bin.
+            let Smallest {
+                candidates,
+                last_start,
+                tokens_before,
+            } = candidates;
+            let mut out: Vec<usize> = candidates[..last_start]
+                .iter()
+                .map(|&(_, i)| i as usize)
                 .collect();
-            let freed = |keys: &[(u64, u64)]| -> u128 {
-                keys.iter().map(|&(_, i)| tokens[i as usize] as u128).sum()
-            };
-            // Grow a candidate prefix until it holds enough tokens (or everything), then sort
-            // only that prefix and cut it where the target is met.
-            let mean = (freed(&keys) / keys.len().max(1) as u128).max(1);
-            let mut k = ((u128::from(target) / mean) as usize)
-                .saturating_mul(2)
-                .max(64)
-                .min(keys.len());
-            loop {
-                if k < keys.len() {
-                    keys.select_nth_unstable(k - 1);
-                }
-                if k == keys.len() || freed(&keys[..k]) >= u128::from(target) {
-                    break;
-                }
-                k = k.saturating_mul(2).min(keys.len());
-            }
-            keys[..k].sort_unstable();
-            let mut total = 0u128;
-            let mut out = Vec::new();
-            for &(_, i) in &keys[..k] {
+            let mut total = tokens_before;
+            for &(_, i) in &candidates[last_start..] {
                 if total >= u128::from(target) || out.len() == limit {
                     break;
                 }
@@ -171,6 +476,18 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
             Ok(out)
         }
     }
+}
+
+/// The first bin whose flag is set, or the last bin when none is.
+fn last_bin(reached: impl Iterator<Item = bool>) -> usize {
+    let mut last = 0;
+    for (bin, reached) in reached.enumerate() {
+        last = bin;
+        if reached {
+            break;
+        }
+    }
+    last
 }
 
 #[cfg(test)]
@@ -240,5 +557,200 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    //! The radix selection against a plain full sort, on generated columns.
+    use super::*;
+
+    /// A small deterministic generator (xorshift64*), so the cases are the same on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    /// The definition: sort every item by (score, index) with -0.0 == 0.0, then apply the rule.
+    fn reference(s: &Selection<'_>, stop: Stop) -> Vec<usize> {
+        let n = s.scores.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| {
+            s.scores[a]
+                .partial_cmp(&s.scores[b])
+                .expect("no NaN")
+                .then(a.cmp(&b))
+        });
+        let limit = n.saturating_sub(s.min_keep);
+        match stop {
+            Stop::Ratio(ratio) => {
+                let count = ((n as f64 * ratio).ceil() as usize).min(limit);
+                order[..count]
+                    .iter()
+                    .copied()
+                    .filter(|&i| s.evictable(i))
+                    .collect()
+            }
+            Stop::TargetFreeTokens(target) => {
+                let tokens = s.tokens.expect("tokens");
+                let (mut freed, mut out) = (0u128, Vec::new());
+                for i in order {
+                    if freed >= u128::from(target) || out.len() == limit {
+                        break;
+                    }
+                    if s.evictable(i) {
+                        freed += tokens[i] as u128;
+                        out.push(i);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// Scores drawn from a few shapes: many ties, a narrow range (one top bin), wide magnitudes
+    /// of both signs, and the special values.
+    fn scores(rng: &mut Rng, n: usize) -> Vec<f64> {
+        let shape = rng.below(4);
+        (0..n)
+            .map(|_| match shape {
+                0 => (rng.below(5) as f64) / 4.0,
+                1 => 0.5 + (rng.below(1 << 20) as f64) * 1e-12,
+                2 => {
+                    let magnitude = f64::from_bits(rng.next() >> 2);
+                    if rng.below(2) == 0 {
+                        magnitude
+                    } else {
+                        -magnitude
+                    }
+                }
+                _ => [
+                    0.0,
+                    -0.0,
+                    1.0,
+                    -1.0,
+                    f64::INFINITY,
+                    f64::NEG_INFINITY,
+                    1e-300,
+                ][rng.below(7) as usize],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn radix_selection_equals_a_full_sort() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for case in 0..400 {
+            let n = match case % 4 {
+                0 => rng.below(40) as usize,
+                1 => rng.below(3000) as usize,
+                2 => 600 + rng.below(3000) as usize,
+                _ => 20_000 + rng.below(60_000) as usize,
+            };
+            let scores = scores(&mut rng, n);
+            let heavy = rng.below(3) == 0;
+            let tokens: Vec<i64> = (0..n)
+                .map(|_| {
+                    if heavy {
+                        (rng.next() >> 2) as i64
+                    } else {
+                        rng.below(50) as i64
+                    }
+                })
+                .collect();
+            let pinned: Vec<u8> = (0..n).map(|_| u8::from(rng.below(8) == 0)).collect();
+            let types: Vec<u8> = (0..n).map(|_| rng.below(6) as u8).collect();
+            let s = Selection {
+                scores: &scores,
+                tokens: Some(&tokens),
+                pinned: (rng.below(2) == 0).then_some(pinned.as_slice()),
+                content_type: (rng.below(2) == 0).then_some(types.as_slice()),
+                min_keep: rng.below(n as u64 + 2) as usize,
+            };
+            let ratio =
+                [0.0, 0.1, 0.3, 0.5, 1.0, rng.below(1001) as f64 / 1000.0][rng.below(6) as usize];
+            let total: u128 = tokens.iter().map(|&t| t as u128).sum();
+            let target = match rng.below(4) {
+                0 => rng.below(100),
+                1 => u64::MAX,
+                _ => u64::try_from(total / (1 + u128::from(rng.below(10)))).unwrap_or(u64::MAX),
+            };
+            for stop in [Stop::Ratio(ratio), Stop::TargetFreeTokens(target)] {
+                assert_eq!(
+                    select_evictions(&s, stop).unwrap(),
+                    reference(&s, stop),
+                    "case {case}, n {n}, {stop:?}"
+                );
+            }
+        }
+    }
+
+    /// Inputs large enough for the passes over all items to run on several threads.
+    #[test]
+    fn parallel_passes_equal_a_full_sort() {
+        let mut rng = Rng(11);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        for case in 0..6 {
+            let n = PARALLEL_MIN_ITEMS + rng.below(100_000) as usize;
+            let scores = scores(&mut rng, n);
+            let tokens: Vec<i64> = (0..n).map(|_| rng.below(1000) as i64).collect();
+            let pinned: Vec<u8> = (0..n).map(|_| u8::from(rng.below(5) == 0)).collect();
+            let s = Selection {
+                scores: &scores,
+                tokens: Some(&tokens),
+                pinned: (case % 2 == 0).then_some(pinned.as_slice()),
+                content_type: None,
+                min_keep: rng.below(1000) as usize,
+            };
+            let total: u64 = tokens.iter().map(|&t| t as u64).sum();
+            for stop in [
+                Stop::Ratio(0.1),
+                Stop::Ratio(0.5),
+                Stop::TargetFreeTokens(total / 3),
+                Stop::TargetFreeTokens(total),
+            ] {
+                let got = pool.install(|| select_evictions(&s, stop)).unwrap();
+                assert_eq!(got, reference(&s, stop), "case {case}, {stop:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn sort_bucket_sorts_by_key_then_index() {
+        let mut rng = Rng(7);
+        let shapes = [
+            0xff00_ff00_00ff_0f0f,
+            0x3,
+            0x0100_0000_0000_0001,
+            0x0000_ffff_ffff_ffff,
+        ];
+        for (len, mask) in [0, 1, 2, 511, 512, 513, 5000, 100_000]
+            .into_iter()
+            .flat_map(|len| shapes.map(|mask| (len, mask)))
+        {
+            let mut bucket: Vec<Candidate> = (0..len as u64)
+                .map(|i| {
+                    let kept = if rng.below(3) == 0 { KEPT } else { 0 };
+                    ((rng.next() & mask) | (0xabcd << 48), i | kept)
+                })
+                .collect();
+            let mut want = bucket.clone();
+            want.sort_by_key(|&(key, index)| (key, index & !KEPT));
+            sort_bucket(&mut bucket, &mut Vec::new(), 64);
+            assert_eq!(bucket, want);
+        }
     }
 }
