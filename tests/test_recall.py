@@ -37,6 +37,15 @@ def chatter(window: ContextWindow, rounds: int, start: int = 0) -> None:
         window.add({"role": "assistant", "content": f"Owl fact {i}: owls turn their heads far. " * 3})
 
 
+def inventory_exchange(window: ContextWindow) -> None:
+    """A question answered through a tool call."""
+    window.add({"role": "user", "content": "Look up the warehouse inventory."})
+    window.add({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": '{"site": "warehouse"}'}}]})
+    window.add({"role": "tool", "tool_call_id": "c1", "content": "warehouse holds 312 crates of lanterns"})
+    window.add({"role": "assistant", "content": "312 crates."})
+
+
 def block_of(window: ContextWindow) -> str | None:
     for message in window.messages():
         if message["role"] == "system" and str(message["content"]).startswith(RECALL_HEADER):
@@ -114,11 +123,7 @@ def test_the_block_follows_system_notes_and_comes_before_the_conversation() -> N
 
 def test_tool_groups_come_back_whole_and_the_block_is_stable_in_a_tool_loop() -> None:
     window = recall_window(max_tokens=900, recall_tokens=300)
-    window.add({"role": "user", "content": "Look up the warehouse inventory."})
-    window.add({"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": '{"site": "warehouse"}'}}]})
-    window.add({"role": "tool", "tool_call_id": "c1", "content": "warehouse holds 312 crates of lanterns"})
-    window.add({"role": "assistant", "content": "312 crates."})
+    inventory_exchange(window)
     chatter(window, 12)
     window.add({"role": "user", "content": "How many lantern crates were in the warehouse inventory?"})
     block = block_of(window)
@@ -435,11 +440,7 @@ def test_recall_groups_live_apart_from_the_archiver_in_a_store(tmp_path: Any) ->
     store = SQLiteCheckpointStore(path)
     window = recall_window(max_tokens=900, recall_tokens=300, recall=Recall(300, store=store, session_id="s1"))
     window.events.on("on_evict", store.archiver("s1"))  # the README's archiver, same session
-    window.add({"role": "user", "content": "Check the warehouse inventory."})
-    window.add({"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": '{"site": "warehouse"}'}}]})
-    window.add({"role": "tool", "tool_call_id": "c1", "content": "warehouse holds 312 crates of lanterns"})
-    window.add({"role": "assistant", "content": "312 crates."})
+    inventory_exchange(window)
     chatter(window, 14)
     window.save_checkpoint(store, "goal", session_id="s1")
     archived = len(window.recall) if window.recall is not None else 0
