@@ -291,9 +291,9 @@ class Recall:
             return
         vectors = self._embed([self._units[i].text for i in positions])
         needed = positions[-1] + 1
-        if self._matrix is None:
+        if self._matrix is None:  # room to grow: a doubling copies the whole matrix
             dtype = np.float32 if self.embedder is not None else np.float16
-            self._matrix = np.zeros((max(needed, 64), vectors.shape[1]), dtype=dtype)
+            self._matrix = np.zeros((max(needed + needed // 2, 64), vectors.shape[1]), dtype=dtype)
         elif vectors.shape[1] != self._matrix.shape[1]:
             raise InvalidArgumentError(
                 f"embedder returned dimension {vectors.shape[1]}, earlier {self._matrix.shape[1]}")
@@ -454,12 +454,20 @@ class Recall:
 
     # --- the block -------------------------------------------------------------------------
 
-    def _section(self, unit: _Unit, count: Callable[[str], int]) -> tuple[str, int]:
-        if unit.section is None or unit.section_tokens is None:
+    @staticmethod
+    def _render(unit: _Unit) -> str:
+        if unit.section is None:
             turn = f" (turn {unit.turn})" if unit.turn is not None else ""
             unit.section = f"--- {unit.rid}{turn}\n{render_group(unit.messages)}"
-            unit.section_tokens = count(unit.section) + 1
-        return unit.section, unit.section_tokens
+        return unit.section
+
+    def _section(self, unit: _Unit, count: Callable[[str], int]) -> tuple[str, int]:
+        """A group's lines in the block and their tokens (with the newline that joins them)."""
+        section = self._render(unit)
+        if unit.section_tokens is None:
+            unit.section_tokens = count(section) + 1
+        return section, unit.section_tokens
+
 
     def _cluster(self, position: int) -> list[int]:
         """The unit and, with ``neighbours``, the question before an answer and the answer
