@@ -19,12 +19,12 @@ What comes back:
   prefix, so a provider's prompt cache survives them).
 
 Relevance: Okapi BM25 over the groups' words (:class:`ctxwindow._native.Bm25Index`, in memory
-also when the archive lives in a store: SQLite's FTS5 is an option, ``lexical="fts5"``, slower and
-no better on LongMemEval) chooses ``candidates`` groups; they are ranked by reciprocal-rank fusion of the BM25 rank and the cosine
-similarity of the native hashed bag-of-pieces embedding (:meth:`Tokenizer.embed_many`); ties go
-to the newer group. A group is recalled only if it shares at least ``min_overlap`` of the query's
-content words (weighted by rarity), so a question about something never said recalls little. All
-of it is deterministic. With your own ``embedder`` (a semantic model), retrieval is hybrid: the
+also when the archive lives in a store; SQLite's FTS5 is an option, ``lexical="fts5"``, slower
+and with fewer evidence turns found on LongMemEval) chooses ``candidates`` groups; they are
+ranked by reciprocal-rank fusion of the BM25 rank and the cosine similarity of the native hashed
+bag-of-pieces embedding (:meth:`Tokenizer.embed_many`); ties go to the newer group. A group is
+recalled only if it shares at least ``min_overlap`` of the query's content words (weighted by
+rarity), so a question about something never said recalls little. All of it is deterministic. With your own ``embedder`` (a semantic model), retrieval is hybrid: the
 best dense matches over the whole archive join the lexical ones, so a group that shares no word
 with the query can come back.
 
