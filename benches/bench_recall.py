@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
 from _common import RESULTS, SHARED_DATA, machine, write_results  # noqa: E402
 
-from ctxwindow import ContextOverflowError, ContextWindow, Recall  # noqa: E402
+from ctxwindow import ContextOverflowError, ContextWindow, Recall, Tokenizer  # noqa: E402
 from ctxwindow.checkpoint import SQLiteCheckpointStore  # noqa: E402
 from ctxwindow.strategies import SemanticMerge, Summarize  # noqa: E402
 from ctxwindow.recall import RECALL_HEADER  # noqa: E402
@@ -204,7 +204,8 @@ def cost(log: Callable[[str], None]) -> dict[str, Any]:
             # Distinct groups: the history's turns, repeated with a number where there are fewer.
             groups = [([turns[i % len(turns)] | {"content": f"{turns[i % len(turns)]['content']} #{i}"}], i, i)
                       for i in range(archived)]
-            recall.ingest(groups)
+            # As a window archives what it evicts: block sections counted on the way in.
+            recall.ingest(groups, Tokenizer.for_model("gpt-4o").count_many)
             window = ContextWindow("gpt-4o", max_tokens=8_000, reserve_output=500, strategies=[], recall=recall,
                                    instructions=False)
             plain = ContextWindow("gpt-4o", max_tokens=8_000, reserve_output=500, strategies=[], instructions=False)

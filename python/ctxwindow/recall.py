@@ -52,7 +52,8 @@ from __future__ import annotations
 import json
 import re
 import weakref
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,6 +279,7 @@ class Recall:
             if seq is not None:  # archived again (it came back into a window): it is newer now
                 self._journal.append((known, unit.seq, unit.turn))
                 unit.seq, unit.turn = seq, turn
+                unit.section, unit.section_tokens = None, None  # its turn changed
             return -1
         text = "\n".join(archive_text(m) for m in messages)
         self._index.add(text)  # its number is its position
@@ -304,17 +306,21 @@ class Recall:
             self._matrix = grown
         self._matrix[positions] = vectors
 
-    def ingest(self, groups: Iterable[tuple[Sequence[Message], int | None, int | None]]) -> list[str]:
+    def ingest(self, groups: Iterable[tuple[Sequence[Message], int | None, int | None]],
+               count_many: Callable[[list[str]], Any] | None = None) -> list[str]:
         """Archives groups ``(messages, seq of the first message, turn)``, oldest first; returns
-        their retrieval ids. A group archived already is not stored twice."""
+        their retrieval ids. A group archived already is not stored twice. ``count_many`` (the
+        window's counter) counts the new groups' block sections now, in one call, so that a
+        user message does not wait for them."""
         count, journal = len(self._units), len(self._journal)
         try:
-            return self._ingest(groups)
+            return self._ingest(groups, count_many)
         except BaseException:
             self._undo(count, journal)  # nothing archived in memory (a store keeps its copies)
             raise
 
-    def _ingest(self, groups: Iterable[tuple[Sequence[Message], int | None, int | None]]) -> list[str]:
+    def _ingest(self, groups: Iterable[tuple[Sequence[Message], int | None, int | None]],
+                count_many: Callable[[list[str]], Any] | None) -> list[str]:
         prepared = []
         for messages, seq, turn in groups:
             copies = [dict(m) for m in messages]
@@ -332,6 +338,11 @@ class Recall:
         fresh = [position for rid, copies, seq, turn in prepared
                  if (position := self._append(rid, copies, seq, turn)) >= 0]
         self._embed_rows(fresh)
+        if count_many is not None and fresh:
+            units = [self._units[p] for p in fresh]
+            # Counted, not kept: the text is made again when a block needs it.
+            for unit, tokens in zip(units, count_many([self._format(u) for u in units])):
+                unit.section_tokens = int(tokens) + 1
         return [rid for rid, _, _, _ in prepared]
 
     def _mark(self) -> int:
@@ -353,7 +364,8 @@ class Recall:
         self._index.truncate(count)
         for position, seq, turn in reversed(self._journal[journal:]):
             if position < count:
-                self._units[position].seq, self._units[position].turn = seq, turn
+                unit = self._units[position]
+                unit.seq, unit.turn, unit.section, unit.section_tokens = seq, turn, None, None
         del self._journal[journal:]
 
     def get(self, rid: str) -> list[Message] | None:
@@ -443,22 +455,25 @@ class Recall:
         limit = self.k if limit is None else _check_positive_int(limit, "limit")
         return self._hits(query, limit, frozenset())
 
-    def _hits(self, query: str, limit: int, present: Container[MessageKey | str]) -> list[RecallHit]:
+    def _hits(self, query: str, limit: int, present: AbstractSet[MessageKey | str]) -> list[RecallHit]:
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be a str, not {type(query).__name__}")
         if not query.strip():
             raise InvalidArgumentError("query must be a non-empty str")
-        ranked = self._rank(query, lambda unit: any(key in present for key in unit.keys))[:limit]
+        ranked = self._rank(query, lambda unit: not present.isdisjoint(unit.keys))[:limit]
         return [RecallHit(self._units[i].rid, [dict(m) for m in self._units[i].messages], score)
                 for i, score in ranked]
 
     # --- the block -------------------------------------------------------------------------
 
     @staticmethod
-    def _render(unit: _Unit) -> str:
+    def _format(unit: _Unit) -> str:
+        turn = f" (turn {unit.turn})" if unit.turn is not None else ""
+        return f"--- {unit.rid}{turn}\n{render_group(unit.messages)}"
+
+    def _render(self, unit: _Unit) -> str:
         if unit.section is None:
-            turn = f" (turn {unit.turn})" if unit.turn is not None else ""
-            unit.section = f"--- {unit.rid}{turn}\n{render_group(unit.messages)}"
+            unit.section = self._format(unit)
         return unit.section
 
     def _section(self, unit: _Unit, count: Callable[[str], int]) -> tuple[str, int]:
@@ -491,7 +506,7 @@ class Recall:
         return cluster
 
     def block(self, query: str, count: Callable[[str], int], count_message: Callable[[Message], int],
-              present: Container[MessageKey | str], max_tokens: int | None = None,
+              present: AbstractSet[MessageKey | str], max_tokens: int | None = None,
               ) -> tuple[Message | None, int, list[str]]:
         """The recall block for ``query`` within ``max_tokens`` (default and at most
         :attr:`max_tokens`): the system message, its tokens and the retrieval ids in it. A group
@@ -499,7 +514,7 @@ class Recall:
         window verbatim and is left out."""
         limit = self.max_tokens if max_tokens is None else min(max_tokens, self.max_tokens)
         def excluded(unit: _Unit) -> bool:
-            return any(key in present for key in unit.keys)
+            return not present.isdisjoint(unit.keys)
 
         if self._header_tokens is None:
             self._header_tokens = count_message({"role": "system", "content": RECALL_HEADER})

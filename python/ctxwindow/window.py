@@ -978,7 +978,7 @@ class ContextWindow:
         message, make the recall block for it (within the reserve compactions kept for it)."""
         if self._recall_pending:
             pending, self._recall_pending = self._recall_pending, []
-            recall.ingest(pending)
+            recall.ingest(pending, self.tokenizer.count_many)
         query, self._recall_query = self._recall_query, None
         if query is None:
             return
