@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,16 @@ settings.register_profile(
     "dev", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def send_json(handler: BaseHTTPRequestHandler, reply: object) -> None:
+    """Answers a fake provider's request with ``reply`` as JSON (status 200)."""
+    data = json.dumps(reply).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 def require_shared_data() -> Path:

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 from ctxwindow import Tokenizer
+from tests.conftest import send_json
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 DSN_PLACEHOLDER = "postgresql://agents@db.internal/agents"
@@ -58,12 +59,7 @@ class _ChatCompletions(http.server.BaseHTTPRequestHandler):
                  "choices": [{"index": 0, "finish_reason": "stop",
                               "message": {"role": "assistant", "content": "Summary: the task so far."}}],
                  "usage": {"prompt_tokens": prompt, "completion_tokens": 6, "total_tokens": prompt + 6}}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, reply)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
         pass

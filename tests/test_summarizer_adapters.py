@@ -16,6 +16,7 @@ from ctxwindow import ContextWindow
 from ctxwindow.strategies import Summarize
 from ctxwindow.summarizers import SUMMARY_HEADER, anthropic_summarizer, openai_summarizer
 
+from .conftest import send_json
 from .test_summaries import conversation, assert_fell_back
 
 pytest.importorskip("openai")
@@ -45,12 +46,7 @@ class Provider(BaseHTTPRequestHandler):
             reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"],
                      "content": [{"type": "text", "text": summary}], "stop_reason": "end_turn",
                      "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, reply)
 
     def log_message(self, *args: Any) -> None:
         pass

@@ -202,6 +202,17 @@ def _cut(body: str, fits: Callable[[str], bool]) -> str:
     return body[:low] + marker if fits(body[:low] + marker) else ""
 
 
+def _begin(parent: ContextWindow, task: str, run: object, max_result_tokens: int, tool_call_id: str | None, *,
+           max_tokens: int | None, reserve_output: int | None, system: str | None,
+           checkpoint: TaskCheckpoint | None) -> _Prepared:
+    """Checks the call, makes the child window and announces the start (both entry points)."""
+    _check(task, run, max_result_tokens, tool_call_id)
+    prepared = _start(parent, task, max_tokens=max_tokens, reserve_output=reserve_output, system=system,
+                      checkpoint=checkpoint)
+    parent.events.emit("on_delegate_start", DelegationStarted(task, prepared.child))
+    return prepared
+
+
 def _ended(parent: ContextWindow, event: DelegationEnded) -> None:
     parent.events.emit("on_delegate_end", event)
 
@@ -211,10 +222,8 @@ def delegate(parent: ContextWindow, task: str, run: RunFunction, *, max_result_t
              checkpoint: TaskCheckpoint | None = None, tool_call_id: str | None = None,
              condense: Callable[[str, int], str] | None = None) -> DelegationResult:
     """See :meth:`ctxwindow.ContextWindow.delegate`."""
-    _check(task, run, max_result_tokens, tool_call_id)
-    prepared = _start(parent, task, max_tokens=max_tokens, reserve_output=reserve_output, system=system,
-                      checkpoint=checkpoint)
-    parent.events.emit("on_delegate_start", DelegationStarted(task, prepared.child))
+    prepared = _begin(parent, task, run, max_result_tokens, tool_call_id, max_tokens=max_tokens,
+                      reserve_output=reserve_output, system=system, checkpoint=checkpoint)
     try:
         value: object = run(prepared.child)
         if inspect.isawaitable(value):
@@ -244,10 +253,8 @@ async def adelegate(parent: ContextWindow, task: str, run: RunFunction, *, max_r
                     checkpoint: TaskCheckpoint | None = None, tool_call_id: str | None = None,
                     condense: Callable[[str, int], str] | None = None) -> DelegationResult:
     """See :meth:`ctxwindow.ContextWindow.adelegate`."""
-    _check(task, run, max_result_tokens, tool_call_id)
-    prepared = _start(parent, task, max_tokens=max_tokens, reserve_output=reserve_output, system=system,
-                      checkpoint=checkpoint)
-    parent.events.emit("on_delegate_start", DelegationStarted(task, prepared.child))
+    prepared = _begin(parent, task, run, max_result_tokens, tool_call_id, max_tokens=max_tokens,
+                      reserve_output=reserve_output, system=system, checkpoint=checkpoint)
     try:
         value: object = run(prepared.child)
         if inspect.isawaitable(value):

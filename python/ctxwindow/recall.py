@@ -63,6 +63,7 @@ import numpy.typing as npt
 from ctxwindow._native import Bm25Index, Tokenizer
 from ctxwindow.archive import MessageArchive, archive_text, retrieval_id
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
+from ctxwindow.messages import text_of
 
 __all__ = ["Recall", "RecallHit", "RECALL_HEADER", "render_group", "parse_recall_arguments"]
 
@@ -131,13 +132,7 @@ def render_group(messages: Sequence[Mapping[str, Any]]) -> str:
     lines = []
     for message in messages:
         role = str(message.get("role", ""))
-        content = message.get("content")
-        if isinstance(content, str):
-            text = content
-        elif isinstance(content, list):
-            text = " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and "text" in p)
-        else:
-            text = ""
+        text = text_of(message)
         if role == "tool":
             name = message.get("name") or message.get("tool_call_id") or ""
             lines.append(f"tool ({name}): {text}" if name else f"tool: {text}")
@@ -148,6 +143,18 @@ def render_group(messages: Sequence[Mapping[str, Any]]) -> str:
             function = call.get("function", {}) if isinstance(call, Mapping) else {}
             lines.append(f"{role} calls {function.get('name', '')}({function.get('arguments', '')})")
     return "\n".join(lines)
+
+
+def _fuse(lexical: Sequence[int], dense: Sequence[int]) -> list[tuple[int, float]]:
+    """Reciprocal-rank fusion of two rankings of unit positions: ``(position, score)`` of every
+    unit in either, best first (a unit missing from a ranking ranks after its last; ties: the
+    newer unit)."""
+    lexical_rank = {i: r for r, i in enumerate(lexical)}
+    dense_rank = {i: r for r, i in enumerate(dense)}
+    fused = [(1.0 / (_RRF_K + lexical_rank.get(i, len(lexical))) + 1.0 / (_RRF_K + dense_rank.get(i, len(dense))), i)
+             for i in dict.fromkeys([*lexical, *dense])]
+    fused.sort(key=lambda pair: (-pair[0], -pair[1]))
+    return [(i, score) for score, i in fused]
 
 
 def _check_positive_int(value: object, name: str, minimum: int = 1) -> int:
@@ -415,13 +422,9 @@ class Recall:
         assert self._matrix is not None  # every archived group is embedded with fusion on
         query_vector = self._embed([query])[0]
         similarity = self._matrix[candidates].astype(np.float32) @ query_vector
-        dense_rank = np.empty(len(candidates), dtype=np.int64)
         # Stable: equal similarity keeps the lexical order.
-        dense_rank[np.argsort(-similarity, kind="stable")] = np.arange(len(candidates))
-        fused = [(1.0 / (_RRF_K + lexical) + 1.0 / (_RRF_K + int(dense_rank[lexical])), i)
-                 for lexical, i in enumerate(candidates)]
-        fused.sort(key=lambda pair: (-pair[0], -pair[1]))
-        return [(i, score) for score, i in fused]
+        dense = [candidates[int(j)] for j in np.argsort(-similarity, kind="stable")]
+        return _fuse(candidates, dense)
 
     def _rank_hybrid(self, query: str, excluded: Callable[[_Unit], bool]) -> list[tuple[int, float]]:
         """With a user embedder: the union of the best lexical and the best dense matches over
@@ -442,12 +445,7 @@ class Recall:
                 break
             if not excluded(self._units[int(position)]):
                 dense.append(int(position))
-        lexical_rank = {i: r for r, i in enumerate(lexical)}
-        dense_rank = {i: r for r, i in enumerate(dense)}
-        fused = [(1.0 / (_RRF_K + lexical_rank.get(i, len(lexical))) + 1.0 / (_RRF_K + dense_rank.get(i, len(dense))), i)
-                 for i in dict.fromkeys(lexical + dense)]
-        fused.sort(key=lambda pair: (-pair[0], -pair[1]))
-        return [(i, score) for score, i in fused]
+        return _fuse(lexical, dense)
 
     def search(self, query: str, limit: int | None = None) -> list[RecallHit]:
         """The archived groups most relevant to ``query``, best first (at most ``limit``,

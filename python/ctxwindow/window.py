@@ -971,7 +971,7 @@ class ContextWindow:
 
     def _present_keys(self) -> set[Any]:
         """What identifies each message of the conversation verbatim (O(window))."""
-        return {c if isinstance(c := m.get("content"), str) and c else message_key(m) for m in self._store.messages}
+        return {message_key(m) for m in self._store.messages}
 
     def _refresh_recall(self, recall: Recall) -> None:
         """The last step of an operation: archive what it evicted and, when it added a user
