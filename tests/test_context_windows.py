@@ -11,8 +11,9 @@ from ctxwindow.context_windows import CONTEXT_WINDOWS, MAX_DEFAULT_RESERVE, cont
 
 def test_the_table_matches_genai_prices() -> None:
     snapshot = pytest.importorskip("genai_prices.data_snapshot").get_snapshot()
+    providers = {"claude": "anthropic", "gemini": "google"}
     for model, size in CONTEXT_WINDOWS.items():
-        _, info = snapshot.find_provider_model(model, None, "openai", None)
+        _, info = snapshot.find_provider_model(model, None, providers.get(model.split("-")[0], "openai"), None)
         assert info.context_window == size, (model, info.id, info.context_window)
         Tokenizer.for_model(model)  # every model of the table has a tokenizer
 

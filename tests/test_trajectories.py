@@ -19,7 +19,7 @@ from ctxwindow.cli import load_conversation, load_trajectory, main
 from ctxwindow.errors import MalformedMessageError
 from ctxwindow.formats import responses_turns
 from ctxwindow.messages import to_anthropic, to_responses
-from ctxwindow.tokenizer import HeuristicTokenizer
+from ctxwindow.tokenizer import EstimateTokenizer, HeuristicTokenizer
 from ctxwindow.tools import count_tools
 from ctxwindow.trajectories import (
     from_mini_swe_agent,
@@ -244,12 +244,16 @@ def test_count_adds_the_tools_of_a_messages_and_tools_file(shared_data: Path, tm
 def test_a_model_without_a_vocabulary_is_offered_the_estimate(shared_data: Path, tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     path = shared_data / "swe_agent_trajs" / "gpt4_pydicom-1458.traj"
-    assert main(["count", str(path), "--model", "claude-sonnet-4-5"]) == 2
-    error = capsys.readouterr().err
-    assert "no vocabulary for model 'claude-sonnet-4-5'" in error and "--estimate" in error
-    assert main(["count", str(path), "--model", "claude-sonnet-4-5", "--estimate", "--json"]) == 0
-    counted = json.loads(capsys.readouterr().out)
     messages = load_conversation(path)[1]
+    assert main(["count", str(path), "--model", "claude-sonnet-4-5", "--json"]) == 0  # Claude's estimate
+    counted = json.loads(capsys.readouterr().out)
+    assert counted["exact"] is False and counted["encoding"] == "claude-estimate"
+    assert counted["total"] == EstimateTokenizer("claude-sonnet-4-5").count_messages(messages)
+    assert main(["count", str(path), "--model", "mistral-large"]) == 2
+    error = capsys.readouterr().err
+    assert "no vocabulary for model 'mistral-large'" in error and "--estimate" in error
+    assert main(["count", str(path), "--model", "mistral-large", "--estimate", "--json"]) == 0
+    counted = json.loads(capsys.readouterr().out)
     assert counted["exact"] is False and counted["encoding"] == HeuristicTokenizer().name
     assert counted["total"] == HeuristicTokenizer().count_messages(messages)
     report = _replay(path, tmp_path, "--model", "claude-sonnet-4-5", "--estimate", "3.5", "--max-tokens", "16000")

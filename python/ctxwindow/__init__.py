@@ -41,6 +41,7 @@ from ctxwindow.instructions import Instruction, StandingInstructions
 from ctxwindow.recall import Recall, RecallHit
 from ctxwindow.tokenizer import (
     CallableTokenizer,
+    EstimateTokenizer,
     HeuristicTokenizer,
     TokenCounter,
     Tokenizer,
@@ -66,6 +67,7 @@ __all__ = [
     "HistorySnapshot",
     "Tokenizer",
     "HeuristicTokenizer",
+    "EstimateTokenizer",
     "CallableTokenizer",
     "TokenCounter",
     "encoding_names",

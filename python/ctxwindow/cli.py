@@ -16,7 +16,8 @@ line), tau-bench JSON (a list of records with ``traj``; ``--index`` picks one), 
 ``--index`` picks one), Responses items, Anthropic messages, mini-swe-agent ``.traj.json`` and
 OpenHands completion logs (a file or a folder; see :mod:`ctxwindow.trajectories`). Records that
 are not chat messages are skipped and counted in the report; a file's ``tools`` are counted.
-``--estimate [CHARS]`` counts with an estimate for models without a public vocabulary.
+``--estimate [CHARS]`` counts with an estimate for models without a public vocabulary (Claude and
+Gemini get theirs, :class:`ctxwindow.EstimateTokenizer`, without it).
 
 Errors (unreadable file, unknown format, malformed JSON, a budget too small for the protected
 content) print one line and exit with code 2.
@@ -456,8 +457,9 @@ def _window_for(args: argparse.Namespace, system: str | None,
 
 
 def _counter_for(args: argparse.Namespace) -> Any:
-    """The token counter of ``--model``, or the estimate with ``--estimate``; a model without a
-    vocabulary gets an error offering the estimate."""
+    """The token counter of ``--model`` (Claude's and Gemini's :class:`EstimateTokenizer`), or
+    the characters-per-token estimate with ``--estimate``; a model neither has gets an error
+    offering the estimate."""
     from ctxwindow.errors import UnknownEncodingError
     from ctxwindow.tokenizer import HeuristicTokenizer, Tokenizer
 
@@ -467,8 +469,8 @@ def _counter_for(args: argparse.Namespace) -> Any:
         return Tokenizer.for_model(args.model)
     except UnknownEncodingError:
         raise UsageError(
-            f"no vocabulary for model {args.model!r} (Claude, Gemini and other models without a public "
-            f"tokenizer, or a name not known): add --estimate to count with an estimate of "
+            f"no vocabulary for model {args.model!r} (a model without a public tokenizer and no built-in "
+            f"estimate, or a name not known): add --estimate to count with an estimate of "
             f"{ESTIMATE_CHARS_PER_TOKEN:g} characters per token (not exact; pass --estimate N for another "
             f"ratio), or name a model with a public vocabulary, e.g. --model gpt-4o") from None
 

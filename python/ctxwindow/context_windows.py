@@ -1,5 +1,6 @@
-"""Context-window sizes of the models :meth:`ctxwindow.Tokenizer.for_model` knows, so that
-``ContextWindow(model="gpt-4.1")`` needs no ``max_tokens``.
+"""Context-window sizes of the models :meth:`ctxwindow.Tokenizer.for_model` knows (exactly, or
+with an estimate for Claude and Gemini), so that ``ContextWindow(model="gpt-4.1")`` needs no
+``max_tokens``.
 
 The table is kept here (the runtime needs numpy only) and checked against a maintained source,
 the ``genai-prices`` package's model data (``tests/test_context_windows.py``), so a change there
@@ -39,6 +40,21 @@ CONTEXT_WINDOWS: dict[str, int] = {
     "gpt-5-nano": 400_000,
     "gpt-5.1": 400_000,
     "gpt-oss-120b": 131_072,
+    # Without a public vocabulary: counted with their EstimateTokenizer.
+    "claude-3-haiku": 200_000,
+    "claude-3-opus": 200_000,
+    "claude-3-5-haiku": 200_000,
+    "claude-3-7-sonnet": 200_000,
+    "claude-sonnet-4": 200_000,
+    "claude-sonnet-4-5": 200_000,
+    "claude-opus-4": 200_000,
+    "claude-opus-4-1": 200_000,
+    "claude-opus-4-5": 200_000,
+    "claude-haiku-4-5": 200_000,
+    "gemini-1.5-pro": 1_000_000,
+    "gemini-2.0-flash": 1_000_000,
+    "gemini-2.5-flash": 1_048_576,
+    "gemini-2.5-flash-lite": 1_000_000,
 }
 
 #: The largest output reserve :func:`default_reserve` chooses.

@@ -13,9 +13,16 @@ from ctxwindow.errors import InvalidArgumentError
 from ctxwindow.messages import copy_message
 from ctxwindow.strategies.base import Entry
 
-__all__ = ["WindowState", "entry_to_dict", "entry_from_dict"]
+__all__ = ["WindowState", "calibration_bounds", "entry_to_dict", "entry_from_dict"]
 
 FORMAT = 2
+
+
+def calibration_bounds(exact: bool) -> tuple[float, float]:
+    """The range a window's calibration (billed over counted prompt tokens) is kept in: [1, 1.5]
+    with an exact tokenizer, whose count is never loosened, and [0.5, 3] with an estimate, which
+    the provider's billing may lower as well as raise."""
+    return (1.0, 1.5) if exact else (0.5, 3.0)
 
 
 def entry_to_dict(entry: Entry) -> dict[str, Any]:
@@ -80,9 +87,11 @@ class WindowState:
                 instructions=list(data.get("instructions", [])))
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidArgumentError(f"the checkpoint's window state is malformed: {error}") from None
-        if not 1.0 <= state.calibration <= 1.5:  # also refuses NaN
+        low, high = calibration_bounds(exact=False)  # the widest bounds
+        if not low <= state.calibration <= high:  # also refuses NaN
             raise InvalidArgumentError(
-                f"the checkpoint's window state is malformed: calibration {state.calibration} not in [1, 1.5]")
+                f"the checkpoint's window state is malformed: calibration {state.calibration} "
+                f"not in [{low:g}, {high:g}]")
         seqs = [int(e.get("seq", -1)) if isinstance(e, dict) else -1 for e in state.entries + state.pending]
         if len(set(seqs)) != len(seqs) or any(s < 0 or s > state.seq for s in seqs):
             raise InvalidArgumentError(

@@ -2,11 +2,13 @@
 
 - :class:`Tokenizer`: exact counts, identical to OpenAI's ``tiktoken`` (``encode_ordinary``), for
   ``cl100k_base``, ``o200k_base``, ``p50k_base`` and ``r50k_base``.
-- :class:`HeuristicTokenizer`: an *estimate* (``ceil(chars / chars_per_token)``) for models without
-  a public vocabulary.
+- :class:`EstimateTokenizer`: an *estimate* for models without a public vocabulary (Claude,
+  Gemini): an exact count with a public vocabulary times the ratio measured against the
+  provider's billing, plus a safety margin. ``Tokenizer.for_model("claude-...")`` returns one.
+- :class:`HeuristicTokenizer`: a cruder *estimate* (``ceil(chars / chars_per_token)``).
 - :class:`CallableTokenizer`: any ``(str) -> int`` callable (a provider SDK's counter, say).
 
-All three share the chat accounting of :meth:`Tokenizer.count_messages`.
+All four share the chat accounting of :meth:`Tokenizer.count_messages`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy.typing as npt
 
 from ctxwindow._native import (
     CallableTokenizer,
+    EstimateTokenizer,
     HeuristicTokenizer,
     Tokenizer,
     encoding_for_model,
@@ -28,6 +31,7 @@ from ctxwindow._native import (
 __all__ = [
     "Tokenizer",
     "HeuristicTokenizer",
+    "EstimateTokenizer",
     "CallableTokenizer",
     "TokenCounter",
     "encoding_names",

@@ -24,7 +24,8 @@ conversion and the tools section), for example::
 
 Function tools are accepted in the Chat Completions shape (``{"type": "function", "function":
 {"name", "description", "parameters"}}``) and in the flat Responses / Agents SDK shape
-(``{"type": "function", "name", ...}``). Other tools (hosted tools such as ``web_search``, whose
+(``{"type": "function", "name", ...}``) and Anthropic's (``{"name", "description",
+"input_schema"}``). Other tools (hosted tools such as ``web_search``, whose
 rendering is not published) are counted by their JSON text, as before.
 """
 
@@ -34,9 +35,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from ctxwindow._native import EstimateTokenizer
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["count_tools", "render_tools"]
+__all__ = ["count_tools", "render_tools", "tools_json"]
 
 
 class _Counter(Protocol):
@@ -45,14 +47,28 @@ class _Counter(Protocol):
 
 def count_tools(tools: Sequence[Mapping[str, Any]] | None, tokenizer: _Counter) -> int:
     """Tokens the tool definitions add to the prompt: the count of :func:`render_tools` (plus the
-    JSON text of tools that are not functions). 0 for no tools."""
+    JSON text of tools that are not functions). With an :class:`~ctxwindow.EstimateTokenizer`
+    (Claude, Gemini, whose rendering is not published): the estimate of :func:`tools_json` plus
+    the provider's tool-use overhead. 0 for no tools."""
     if not tools:
         return 0
+    if isinstance(tokenizer, EstimateTokenizer):
+        return int(tokenizer.count(tools_json(tools))) + tokenizer.tool_overhead
     functions, others = _split(tools)
     tokens = tokenizer.count(_render_functions(functions)) if functions else 0
     if others:
         tokens += tokenizer.count(json.dumps(others, ensure_ascii=False, sort_keys=True))
     return int(tokens)
+
+
+def tools_json(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The tools as JSON, function tools in Anthropic's shape (``{"name", "description",
+    "input_schema"}``) whichever shape they came in: what an estimate counts for them."""
+    functions, others = _split(tools)
+    shaped: list[object] = [{"name": name, "description": description, "input_schema": parameters}
+                            if description else {"name": name, "input_schema": parameters}
+                            for name, description, parameters in functions]
+    return json.dumps(shaped + others, ensure_ascii=False)
 
 
 def render_tools(tools: Sequence[Mapping[str, Any]]) -> str:
@@ -82,7 +98,8 @@ def _split(tools: object) -> tuple[list[tuple[str, str, object]], list[object]]:
         description = spec.get("description") or ""
         if not isinstance(description, str):
             raise InvalidTypeError(f"tools[{index}] description must be a str, not {type(description).__name__}")
-        functions.append((name, description, spec.get("parameters")))
+        parameters = spec.get("parameters", spec.get("input_schema"))  # Anthropic's name for them
+        functions.append((name, description, parameters))
     return functions, others
 
 

@@ -87,7 +87,7 @@ from ctxwindow.messages import (
 from ctxwindow.sync import MessageLike, as_message, sync_window
 from ctxwindow.recall import Recall, message_key, parse_recall_arguments, render_group
 from ctxwindow.pressure import PressureMonitor, PressureReading
-from ctxwindow.state import WindowState, entry_from_dict, entry_to_dict
+from ctxwindow.state import WindowState, calibration_bounds, entry_from_dict, entry_to_dict
 from ctxwindow.strategies import Cascade, Entry, Notes
 from ctxwindow.strategies.base import NeedsAwait
 from ctxwindow.strategies.summarize import await_summarizer
@@ -479,18 +479,23 @@ class ContextWindow:
 
     def record_usage(self, prompt_tokens: int, completion_tokens: int | None = None) -> None:
         """Calibrates with what the provider billed for the last prompt: from now on the window
-        keeps ``count x calibration`` within the budget (calibration bounded to [1, 1.5]: the
-        exact count is never loosened), compacting now if needed, and the pressure monitor uses
-        the reported count for this turn. If the protected content no longer fits once
-        calibrated, :class:`ContextOverflowError` and nothing changes."""
+        keeps ``count x calibration`` within the budget, compacting now if needed, and the
+        pressure monitor uses the reported count for this turn. Each report moves the
+        calibration halfway to ``prompt_tokens / count``, bounded by :func:`calibration_bounds`:
+        [1, 1.5] for an exact tokenizer (an exact count is never loosened), [0.5, 3] for an
+        estimate (:class:`EstimateTokenizer`, :class:`HeuristicTokenizer`), which it may lower.
+        ``prompt_tokens`` is the whole prompt as billed: with Anthropic, ``input_tokens +
+        cache_read_input_tokens + cache_creation_input_tokens``. If the protected content no
+        longer fits once calibrated, :class:`ContextOverflowError` and nothing changes."""
         check_int(prompt_tokens, "prompt_tokens", 0)
         if completion_tokens is not None:
             check_int(completion_tokens, "completion_tokens", 0)
+        low, high = calibration_bounds(self.tokenizer.exact)
 
         def calibrate() -> None:
             estimate = self._total()
             if estimate > 0 and prompt_tokens > 0:
-                ratio = min(max(prompt_tokens / estimate, 1.0), 1.5)
+                ratio = min(max(prompt_tokens / estimate, low), high)
                 self._calibration = 0.5 * self._calibration + 0.5 * ratio
             self._fit()
             self._after.append(report)
@@ -923,7 +928,8 @@ class ContextWindow:
             self._store.restore(entries, pending, state.open_calls, state.seq, state.turn)
             self._held = self._held_sources(entries)
             self._overheads = self._with_instructions(self._with_notes(overhead))
-            self._calibration = state.calibration
+            low, high = calibration_bounds(self.tokenizer.exact)  # another counter's may be wider
+            self._calibration = min(max(state.calibration, low), high)
             self._fit()
             if state.archive is not None and isinstance(self.archive, Archive):
                 self.archive.restore(state.archive)  # last: it cannot fail

@@ -29,6 +29,7 @@
 
 pub mod chat;
 mod error;
+pub mod estimate;
 pub mod history;
 pub mod image;
 pub mod lexical;

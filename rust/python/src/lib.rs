@@ -18,6 +18,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tokenizer::PyTokenizer>()?;
     m.add_class::<lexical::PyBm25Index>()?;
     m.add_class::<tokenizer::PyHeuristicTokenizer>()?;
+    m.add_class::<tokenizer::PyEstimateTokenizer>()?;
     m.add_class::<tokenizer::PyCallableTokenizer>()?;
     m.add_function(wrap_pyfunction!(tokenizer::encoding_names, m)?)?;
     m.add_function(wrap_pyfunction!(tokenizer::encoding_for_model, m)?)?;

@@ -2,6 +2,7 @@
 //! `CallableTokenizer` adapter, sharing the chat accounting of the core.
 
 use ctxwindow_core::chat::{REPLY_PRIMING_TOKENS, message_tokens};
+use ctxwindow_core::estimate::{Estimate, Profile, known_models};
 use ctxwindow_core::image::{ImageDetail, ImagePricing};
 use ctxwindow_core::tokenize::HeuristicCounter;
 use ctxwindow_core::{Encoding, Tokenizer};
@@ -95,15 +96,34 @@ impl PyTokenizer {
         Ok(Self { inner, model: None })
     }
 
-    /// The tokenizer of an OpenAI model name (`gpt-4o`, `gpt-4.1-mini`, `o3`, `gpt-4`, ...).
+    /// The tokenizer of an OpenAI model name (`gpt-4o`, `gpt-4.1-mini`, `o3`, `gpt-4`, ...); for
+    /// a model without a public vocabulary (`claude-...`, `gemini-...`), its `EstimateTokenizer`.
     #[staticmethod]
-    fn for_model(py: Python<'_>, model: &Bound<'_, PyAny>) -> PyResult<Self> {
+    fn for_model<'py>(py: Python<'py>, model: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let name = extract_text(model, "model")?;
-        let inner = py.detach(|| Tokenizer::for_model(&name)).py_err(py)?;
-        Ok(Self {
+        if Encoding::for_model(&name).is_err() && Profile::for_model(&name).is_some() {
+            let estimate = Estimate::for_model(&name).py_err(py)?;
+            let tokenizer = PyEstimateTokenizer {
+                inner: estimate,
+                model: name.to_string(),
+            };
+            return Ok(Bound::new(py, tokenizer)?.into_any());
+        }
+        let inner = Tokenizer::for_model(&name).map_err(|e| {
+            error(
+                py,
+                Kind::UnknownEncoding,
+                format!(
+                    "{e}; models without a public vocabulary get an estimate: {}",
+                    known_models()
+                ),
+            )
+        })?;
+        let tokenizer = Self {
             inner,
             model: Some(name.to_string()),
-        })
+        };
+        Ok(Bound::new(py, tokenizer)?.into_any())
     }
 
     /// The encoding's name.
@@ -233,6 +253,167 @@ impl PyTokenizer {
             ),
             None => (class, PyTuple::new(py, [self.inner.name()])?),
         })
+    }
+}
+
+/// The estimate for a model without a public vocabulary: an exact count with a public one,
+/// scaled by the billed ratio with a safety margin; see `ctxwindow.EstimateTokenizer`.
+#[pyclass(frozen, module = "ctxwindow._native", name = "EstimateTokenizer")]
+pub struct PyEstimateTokenizer {
+    inner: Estimate,
+    model: String,
+}
+
+#[pymethods]
+impl PyEstimateTokenizer {
+    #[new]
+    #[pyo3(signature = (model, scale = None), text_signature = "(model, scale=None)")]
+    fn new(
+        py: Python<'_>,
+        model: &Bound<'_, PyAny>,
+        scale: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let name = extract_text(model, "model")?;
+        let mut inner = Estimate::for_model(&name).py_err(py)?;
+        if let Some(scale) = scale {
+            if scale.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(error(
+                    py,
+                    Kind::InvalidType,
+                    "scale must be a number, not bool",
+                ));
+            }
+            let value: f64 = scale.extract().map_err(|_| {
+                error(
+                    py,
+                    Kind::InvalidType,
+                    format!("scale must be a number, not {}", type_name(scale)),
+                )
+            })?;
+            inner = inner.with_scale(value).py_err(py)?;
+        }
+        Ok(Self {
+            inner,
+            model: name.to_string(),
+        })
+    }
+
+    /// `"<family>-estimate"`, e.g. `"claude-estimate"`: never mistaken for an exact count.
+    #[getter]
+    fn name(&self) -> String {
+        format!("{}-estimate", self.inner.family())
+    }
+
+    /// Always False: counts are estimates.
+    #[getter]
+    fn exact(&self) -> bool {
+        false
+    }
+
+    /// The model name the estimate was made for.
+    #[getter]
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The model family (`"claude"`, `"gemini"`).
+    #[getter]
+    fn family(&self) -> &'static str {
+        self.inner.family()
+    }
+
+    /// The public encoding whose exact counts are scaled.
+    #[getter]
+    fn encoding(&self) -> &'static str {
+        self.inner.base().name()
+    }
+
+    /// What exact counts are multiplied by: the family's measured ratio times `1 + margin`
+    /// unless given.
+    #[getter]
+    fn scale(&self) -> f64 {
+        self.inner.scale()
+    }
+
+    /// The family's measured ratio of billed tokens to tokens of `encoding`.
+    #[getter]
+    fn ratio(&self) -> f64 {
+        Profile::for_family(self.inner.family()).map_or(1.0, |p| p.ratio)
+    }
+
+    /// The family's safety margin (0.1 is 10%) included in the default scale.
+    #[getter]
+    fn margin(&self) -> f64 {
+        Profile::for_family(self.inner.family()).map_or(0.0, |p| p.margin)
+    }
+
+    /// Tokens the provider adds to a prompt that defines tools (its hidden tool-use
+    /// instructions), counted once by `ctxwindow.tools.count_tools`.
+    #[getter]
+    fn tool_overhead(&self) -> u64 {
+        self.inner.tool_overhead()
+    }
+
+    /// Estimated tokens of `text`.
+    fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let text = extract_text(text, "text")?;
+        Ok(if text.len() >= DETACH_MIN_BYTES {
+            py.detach(|| self.inner.count(&text))
+        } else {
+            self.inner.count(&text)
+        })
+    }
+
+    /// Estimates of many texts as a numpy uint32 array, spread over cores with the GIL released.
+    fn count_many<'py>(
+        &self,
+        py: Python<'py>,
+        texts: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let objects = collect(texts, "texts")?;
+        let strs = borrow_texts(&objects)?;
+        let counts = py
+            .detach(|| self.inner.base().count_many(&strs))
+            .py_err(py)?;
+        let scaled = counts
+            .into_iter()
+            .map(|tokens| {
+                let estimate = self.inner.scale_count(u64::from(tokens));
+                u32::try_from(estimate).map_err(|_| {
+                    error(
+                        py,
+                        Kind::InvalidArgument,
+                        format!("count {estimate} exceeds 2**32 - 1"),
+                    )
+                })
+            })
+            .collect::<PyResult<Vec<u32>>>()?;
+        Ok(PyArray1::from_vec(py, scaled))
+    }
+
+    /// Estimated tokens of one chat message (framing included).
+    fn count_message(&self, message: &Bound<'_, PyAny>) -> PyResult<u64> {
+        with_message(message, 0, |m| {
+            message_tokens(m, |text| Ok(self.inner.count(text)))
+        })
+    }
+
+    /// Estimated tokens of a list of chat messages, reply priming included.
+    fn count_messages(&self, messages: &Bound<'_, PyAny>) -> PyResult<u64> {
+        count_messages_with(messages, |text| Ok(self.inner.count(text)))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "EstimateTokenizer({:?}, scale={})",
+            self.model,
+            self.inner.scale()
+        )
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String, f64))> {
+        let class = py.get_type::<Self>().into_any();
+        Ok((class, (self.model.clone(), self.inner.scale())))
     }
 }
 
