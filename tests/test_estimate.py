@@ -20,6 +20,7 @@ from ctxwindow import (
     Tokenizer,
     UnknownEncodingError,
 )
+from ctxwindow.context_windows import context_window
 from ctxwindow.state import calibration_bounds
 from ctxwindow.tools import count_tools, tools_json
 from tests import estimate_eval as ee
@@ -71,6 +72,14 @@ def test_a_window_for_claude_needs_no_tokenizer_or_budget() -> None:
     assert window.max_tokens == 200_000
     window.add({"role": "user", "content": "What is the weather in Paris?"})
     assert window.usage.by_component["tool_definitions"] == count_tools(WEATHER, window.tokenizer)
+
+
+def test_provider_prefixed_names_find_the_estimate_and_the_window() -> None:
+    for model in ("anthropic:claude-sonnet-4-5", "us.anthropic.claude-opus-4-1-20250805-v1:0"):
+        window = ContextWindow(model)
+        assert window.tokenizer.name == "claude-estimate" and window.max_tokens == 200_000
+    assert ContextWindow("google-gla:gemini-2.5-flash").max_tokens == 1_048_576
+    assert context_window("gpt-4.5-preview") is None and context_window("openai:gpt-4o") == 128_000
 
 
 def test_bad_arguments_are_typed_errors() -> None:

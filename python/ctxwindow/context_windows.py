@@ -63,12 +63,18 @@ MAX_DEFAULT_RESERVE = 32_768
 
 def context_window(model: str) -> int | None:
     """The model's context window in tokens, or None when the table does not know it. A dated
-    or suffixed name falls back to the longest known name it starts with (``name-...``)."""
-    size = CONTEXT_WINDOWS.get(model)
-    if size is not None:
-        return size
-    family = max((name for name in CONTEXT_WINDOWS if model.startswith(name + "-")), key=len, default=None)
-    return CONTEXT_WINDOWS[family] if family is not None else None
+    or suffixed name falls back to the longest known name it starts with (``name-...``); a
+    provider's prefix ending in ``:``, ``/`` or ``.`` is skipped (``anthropic:claude-sonnet-4-5``,
+    ``us.anthropic.claude-opus-4-1-20250805-v1:0``)."""
+    names = [model] + [model[at + 1:] for at, char in enumerate(model) if char in ":/."]
+    for name in names:
+        size = CONTEXT_WINDOWS.get(name)
+        if size is not None:
+            return size
+        family = max((known for known in CONTEXT_WINDOWS if name.startswith(known + "-")), key=len, default=None)
+        if family is not None:
+            return CONTEXT_WINDOWS[family]
+    return None
 
 
 def default_reserve(window: int) -> int:

@@ -23,7 +23,8 @@ use crate::tokenize::{Encoding, Tokenizer};
 pub struct Profile {
     /// The family's name (`"claude"`), which estimates are named after.
     pub family: &'static str,
-    /// Model names of the family start with one of these.
+    /// Model names of the family start with one of these, possibly after a provider's prefix
+    /// ending in `:`, `/` or `.` (`anthropic:claude-...`, `us.anthropic.claude-...`).
     pub prefixes: &'static [&'static str],
     /// The public vocabulary whose exact count is scaled.
     pub encoding: Encoding,
@@ -50,7 +51,7 @@ pub struct Profile {
 pub const PROFILES: &[Profile] = &[
     Profile {
         family: "claude",
-        prefixes: &["claude-", "anthropic/claude-", "anthropic.claude-"],
+        prefixes: &["claude-"],
         encoding: Encoding::Cl100kBase,
         ratio: CLAUDE_RATIO,
         margin: CLAUDE_MARGIN,
@@ -58,7 +59,7 @@ pub const PROFILES: &[Profile] = &[
     },
     Profile {
         family: "gemini",
-        prefixes: &["gemini-", "google/gemini-", "models/gemini-"],
+        prefixes: &["gemini-"],
         encoding: Encoding::O200kBase,
         ratio: 1.0,
         margin: CLAUDE_MARGIN,
@@ -73,9 +74,17 @@ const CLAUDE_TOOL_OVERHEAD: u64 = 503;
 impl Profile {
     /// The profile of a model name, if one of its prefixes matches.
     pub fn for_model(model: &str) -> Option<&'static Profile> {
-        PROFILES
-            .iter()
-            .find(|p| p.prefixes.iter().any(|prefix| model.starts_with(prefix)))
+        let names = std::iter::once(model).chain(
+            model
+                .match_indices([':', '/', '.'])
+                .map(|(at, _)| &model[at + 1..]),
+        );
+        let names: Vec<&str> = names.collect();
+        PROFILES.iter().find(|p| {
+            p.prefixes
+                .iter()
+                .any(|prefix| names.iter().any(|name| name.starts_with(prefix)))
+        })
     }
 
     /// The profile of a family name (`"claude"`).
@@ -91,11 +100,14 @@ impl Profile {
 
 /// The model names with an estimate, as patterns (`"claude-*, ..."`).
 pub fn known_models() -> String {
-    PROFILES
+    let patterns: Vec<String> = PROFILES
         .iter()
         .flat_map(|p| p.prefixes.iter().map(|prefix| format!("{prefix}*")))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect();
+    format!(
+        "{} (also after a provider prefix such as anthropic: or us.anthropic.)",
+        patterns.join(", ")
+    )
 }
 
 /// A token estimate: `ceil(exact count with the family's public vocabulary x scale)`.
@@ -180,13 +192,21 @@ mod tests {
             "claude-sonnet-4-5",
             "claude-3-5-haiku-latest",
             "anthropic/claude-opus-4-1",
+            "anthropic:claude-sonnet-4-5",
+            "us.anthropic.claude-3-5-sonnet-20240620-v1:0",
         ] {
             assert_eq!(Estimate::for_model(model).unwrap().family(), "claude");
         }
-        assert_eq!(
-            Estimate::for_model("gemini-2.5-pro").unwrap().family(),
-            "gemini"
-        );
+        for model in [
+            "gemini-2.5-pro",
+            "google-gla:gemini-2.5-flash",
+            "models/gemini-2.0-flash",
+        ] {
+            assert_eq!(Estimate::for_model(model).unwrap().family(), "gemini");
+        }
+        for model in ["llama-3", "myclaude-1", "gpt-4o", "claude"] {
+            assert!(Estimate::for_model(model).is_err(), "{model}");
+        }
         let error = Estimate::for_model("llama-3").unwrap_err().to_string();
         assert!(error.contains("claude-*"), "{error}");
     }

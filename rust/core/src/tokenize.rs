@@ -146,16 +146,25 @@ impl Encoding {
     }
 
     /// The encoding of an OpenAI model (`gpt-4o`, `gpt-4o-2024-08-06`, `gpt-4.1-mini`, `o3-mini`,
-    /// `gpt-4`, `text-embedding-3-small`, ...); the error lists the known names.
+    /// `gpt-4`, `text-embedding-3-small`, ..., also after a provider's prefix such as `openai:`);
+    /// the error lists the known names.
     pub fn for_model(model: &str) -> Result<Self> {
-        if let Some(&(_, encoding)) = MODELS.iter().find(|(name, _)| *name == model) {
-            return Ok(encoding);
-        }
-        if let Some(&(_, encoding)) = MODEL_PREFIXES
-            .iter()
-            .find(|(prefix, _)| model.starts_with(prefix))
-        {
-            return Ok(encoding);
+        // The name itself, then what follows a provider's prefix (`openai:gpt-4o`, `openai/o3`).
+        let names = std::iter::once(model).chain(
+            model
+                .match_indices([':', '/'])
+                .map(|(at, _)| &model[at + 1..]),
+        );
+        for name in names {
+            if let Some(&(_, encoding)) = MODELS.iter().find(|(known, _)| *known == name) {
+                return Ok(encoding);
+            }
+            if let Some(&(_, encoding)) = MODEL_PREFIXES
+                .iter()
+                .find(|(prefix, _)| name.starts_with(prefix))
+            {
+                return Ok(encoding);
+            }
         }
         let mut known: Vec<&str> = MODELS.iter().map(|(name, _)| *name).collect();
         known.extend(MODEL_PREFIXES.iter().map(|(prefix, _)| *prefix));
@@ -1023,6 +1032,14 @@ mod tests {
         assert_eq!(cl100k.vocab_size(), 100_256);
         let o200k = Tokenizer::for_model("gpt-4o-2024-08-06").unwrap();
         assert_eq!(o200k.name(), "o200k_base");
+        for prefixed in [
+            "openai:gpt-4o",
+            "openai/o3",
+            "ft:gpt-4o-mini-2024-07-18:org::x1",
+        ] {
+            assert_eq!(Encoding::for_model(prefixed).unwrap(), Encoding::O200kBase);
+        }
+        assert!(Encoding::for_model("openai:claude-3").is_err());
         assert_eq!(o200k.vocab_size(), 199_998);
     }
 
