@@ -56,8 +56,8 @@ def _row(half: str, method: str, summary: dict[str, float]) -> list[str]:
 def claude_against_billing() -> None:
     """Table 1: Claude's estimate against Anthropic's billed prompt tokens."""
     tuning, held_out = ee.halves(ee.load())
-    fit = ee.fit(tuning)
     claude = EstimateTokenizer("claude-sonnet-4-5")
+    fit = ee.fit(tuning, claude.encoding)
     exact = Tokenizer(claude.encoding)
     chars = HeuristicTokenizer(ESTIMATE_CHARS_PER_TOKEN)
     payload: dict[str, Any] = {"fit_on_tuning_half": fit.__dict__, "profile": {

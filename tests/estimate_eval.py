@@ -79,8 +79,9 @@ class Fit:
     margin: float
 
 
-def fit(tuning: list[Call], encoding: str = "cl100k_base") -> Fit:
-    """The claude profile from the tuning half: ``ratio`` is billed over counted tokens, summed
+def fit(tuning: list[Call], encoding: str) -> Fit:
+    """The claude profile from the tuning half, counting with ``encoding`` (the profile's base):
+    ``ratio`` is billed over counted tokens, summed
     over the calls without tools; ``tool_overhead`` the median of what calls with tools were
     billed beyond their scaled count (the hidden tool-use system prompt); ``margin`` the
     smallest (in steps of 0.01) that keeps :data:`COVERED` of the calls from being under-counted."""

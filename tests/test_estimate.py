@@ -19,8 +19,10 @@ from ctxwindow import (
     InvalidTypeError,
     Tokenizer,
     UnknownEncodingError,
+    image_tokens,
 )
 from ctxwindow.context_windows import context_window
+from ctxwindow.cost import price_for
 from ctxwindow.state import calibration_bounds
 from ctxwindow.tools import count_tools, tools_json
 from tests import estimate_eval as ee
@@ -48,8 +50,9 @@ def test_claude_and_gemini_get_a_named_estimate() -> None:
 def test_the_claude_profile_is_the_fit_of_the_tuning_half() -> None:
     tuning, held_out = ee.halves(ee.load())
     assert tuning and held_out and not set(c.source for c in tuning) & set(c.source for c in held_out)
-    fit = ee.fit(tuning)
     claude = EstimateTokenizer("claude-sonnet-4-5")
+    assert claude.encoding == "cl100k_base"
+    fit = ee.fit(tuning, claude.encoding)
     assert (claude.ratio, claude.tool_overhead, claude.margin) == (fit.ratio, fit.tool_overhead, fit.margin)
     covered = sum(ee.estimate(c, claude) >= c.billed for c in tuning)
     assert covered >= ee.COVERED * len(tuning)
@@ -79,13 +82,19 @@ def test_provider_prefixed_names_find_the_estimate_and_the_window() -> None:
         window = ContextWindow(model)
         assert window.tokenizer.name == "claude-estimate" and window.max_tokens == 200_000
     assert ContextWindow("google-gla:gemini-2.5-flash").max_tokens == 1_048_576
+    assert price_for("anthropic:claude-sonnet-4-5") == price_for("claude-sonnet-4-5")
     assert context_window("gpt-4.5-preview") is None and context_window("openai:gpt-4o") == 128_000
+    # Only dates, snapshots and version tags follow a known name: other suffixes are other models.
+    for other in ("gemini-2.5-flash-preview-tts", "gpt-4-32k", "gemini-2.5-flash-image"):
+        assert context_window(other) is None, other
+    assert context_window("claude-3-5-sonnet-20240620") == 200_000
+    assert context_window("gpt-3.5-turbo-0125") == 16_385
 
 
 def test_bad_arguments_are_typed_errors() -> None:
     with pytest.raises(UnknownEncodingError, match="claude-\\*"):
         EstimateTokenizer("llama-3-70b")
-    with pytest.raises(InvalidArgumentError, match="scale must be a finite number > 0"):
+    with pytest.raises(InvalidArgumentError, match="scale must be a number > 0 and <= 100, got 0"):
         EstimateTokenizer("claude-sonnet-4-5", scale=0.0)
     with pytest.raises(InvalidArgumentError, match="scale"):
         EstimateTokenizer("claude-sonnet-4-5", scale=float("nan"))
@@ -95,6 +104,37 @@ def test_bad_arguments_are_typed_errors() -> None:
         EstimateTokenizer("claude-sonnet-4-5", scale="1.2")  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError, match="model"):
         EstimateTokenizer(3)  # type: ignore[arg-type]
+    for huge in (1e300, 10**400, 100.5):
+        with pytest.raises(InvalidArgumentError, match="<= 100"):
+            EstimateTokenizer("claude-sonnet-4-5", scale=huge)
+    bad_tools = [{"name": "f", "input_schema": {"type": "object", "default": {1, 2}}}]
+    window = ContextWindow("claude-sonnet-4-5", tools=WEATHER)
+    with pytest.raises(InvalidTypeError, match="tool definitions must be JSON data"):
+        window.set_tools(bad_tools)
+    assert window.tools == WEATHER
+
+
+def test_images_are_counted_as_the_family_bills_them() -> None:
+    image = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}}]}
+    claude = EstimateTokenizer("claude-sonnet-4-5")
+    assert claude.count_message(image) >= 1600  # unknown size: the most Claude bills, detail aside
+    assert claude.count_messages([image]) == claude.count_message(image) + 3
+    assert image_tokens(model="claude-3-5-haiku", width=1092, height=1092) == 1590  # Anthropic's example
+    assert image_tokens(model="claude-opus-4-1", width=200, height=200) == 54
+    assert image_tokens(model="claude-opus-4-1", width=4000, height=3000) <= 1600  # resized first
+    assert image_tokens(model="gemini-2.0-flash", width=384, height=300) == 258
+    assert image_tokens(model="gemini-2.0-flash", width=1000, height=1000) == 4 * 258
+    # A provider prefix keeps the model's own image pricing (and so its budget).
+    for model in ("gpt-4o-mini", "gpt-4.1-mini", "o4-mini"):
+        exact = Tokenizer.for_model(model)
+        assert isinstance(exact, Tokenizer)
+        for prefixed in (f"openai:{model}", f"openai/{model}"):
+            again = Tokenizer.for_model(prefixed)
+            assert again.count_message(image) == exact.count_message(image)
+            assert again.count_messages([image]) == exact.count_messages([image])
+    window = ContextWindow("openai:gpt-4o-mini", max_tokens=20_000)
+    with pytest.raises(ContextOverflowError):
+        window.add({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]})
 
 
 def test_estimates_pickle() -> None:

@@ -188,6 +188,9 @@ class ReplayReport:
     skipped: dict[str, int] = field(default_factory=dict)
     tool_definitions: int = 0
     tool_definition_tokens: int = 0
+    #: The counter's name (``o200k_base``, ``claude-estimate``) and whether its counts are exact.
+    encoding: str = ""
+    exact: bool = True
     #: Key-fact fidelity of each compaction the health monitor saw (the figure of its alert).
     compaction_fidelity: list[float] = field(default_factory=list)
     fidelity_threshold: float = 0.75
@@ -201,6 +204,7 @@ class ReplayReport:
         times = sorted(self.turn_us) or [0.0]
         return {
             "source": self.source, "format": self.format, "model": self.model,
+            "encoding": self.encoding, "exact": self.exact,
             "max_tokens": self.max_tokens, "reserve_output": self.reserve_output,
             "messages": self.messages, "model_calls": self.calls,
             "tokens_sent_managed": managed, "tokens_sent_unmanaged": unmanaged,
@@ -397,6 +401,7 @@ def _print_replay(report: ReplayReport, console: Any) -> None:
         ("source", f"{report.source} ({report.format})"),
         ("messages replayed / model calls", f"{report.messages} / {report.calls}"),
         ("skipped (not chat messages)", _skipped_text(report.skipped)),
+        ("counted with", report.encoding + ("" if report.exact else " (an estimate, not exact)")),
         ("tool definitions", f"{report.tool_definitions} ({report.tool_definition_tokens:,} tokens)"),
         ("tokens sent, managed", f"{summary['tokens_sent_managed']:,}"),
         ("tokens sent, unmanaged", f"{summary['tokens_sent_unmanaged']:,}"),
@@ -500,6 +505,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     window = _window_for(args, system, loaded.tools)
     report = ReplayReport(source, fmt, args.model, args.max_tokens, args.reserve_output)
     report.skipped = loaded.skipped
+    report.encoding, report.exact = window.tokenizer.name, window.tokenizer.exact
     report.tool_definitions = len(loaded.tools or [])
     report.tool_definition_tokens = window.usage.by_component["tool_definitions"]
     from ctxwindow.costreport import CostRecorder, price_replay

@@ -5,7 +5,7 @@ with an estimate for Claude and Gemini), so that ``ContextWindow(model="gpt-4.1"
 The table is kept here (the runtime needs numpy only) and checked against a maintained source,
 the ``genai-prices`` package's model data (``tests/test_context_windows.py``), so a change there
 fails the tests until the table follows. Dated model names use their family's size
-(``gpt-4o-2024-08-06`` is ``gpt-4o``).
+(``gpt-4o-2024-08-06`` is ``gpt-4o``); other suffixes are unknown (``gpt-4-32k`` is not ``gpt-4``).
 
 >>> context_window("gpt-4o-2024-08-06")
 128000
@@ -14,6 +14,8 @@ fails the tests until the table follows. Dated model names use their family's si
 """
 
 from __future__ import annotations
+
+import re
 
 from ctxwindow.errors import InvalidArgumentError
 
@@ -44,12 +46,15 @@ CONTEXT_WINDOWS: dict[str, int] = {
     "claude-3-haiku": 200_000,
     "claude-3-opus": 200_000,
     "claude-3-5-haiku": 200_000,
+    "claude-3-5-sonnet": 200_000,
     "claude-3-7-sonnet": 200_000,
     "claude-sonnet-4": 200_000,
     "claude-sonnet-4-5": 200_000,
     "claude-opus-4": 200_000,
     "claude-opus-4-1": 200_000,
     "claude-opus-4-5": 200_000,
+    "claude-sonnet-4-6": 1_000_000,
+    "claude-opus-4-6": 1_000_000,
     "claude-haiku-4-5": 200_000,
     "gemini-1.5-pro": 1_000_000,
     "gemini-2.0-flash": 1_000_000,
@@ -63,7 +68,8 @@ MAX_DEFAULT_RESERVE = 32_768
 
 def context_window(model: str) -> int | None:
     """The model's context window in tokens, or None when the table does not know it. A dated
-    or suffixed name falls back to the longest known name it starts with (``name-...``); a
+    name (``name-2024-08-06``, ``name-latest``, ``name-20250805-v1:0``) falls back to the
+    longest known name it starts with; a
     provider's prefix ending in ``:``, ``/`` or ``.`` is skipped (``anthropic:claude-sonnet-4-5``,
     ``us.anthropic.claude-opus-4-1-20250805-v1:0``)."""
     names = [model] + [model[at + 1:] for at, char in enumerate(model) if char in ":/."]
@@ -71,10 +77,18 @@ def context_window(model: str) -> int | None:
         size = CONTEXT_WINDOWS.get(name)
         if size is not None:
             return size
-        family = max((known for known in CONTEXT_WINDOWS if name.startswith(known + "-")), key=len, default=None)
+        family = max((known for known in CONTEXT_WINDOWS
+                      if name.startswith(known + "-") and _VERSION.fullmatch(name[len(known) + 1:])),
+                     key=len, default=None)
         if family is not None:
             return CONTEXT_WINDOWS[family]
     return None
+
+
+#: What may follow a known name and still be that model: dates, snapshot numbers, ``latest`` and
+#: a provider's version tag (``-2024-08-06``, ``-20250929``, ``-0613``, ``-latest``,
+#: ``-v1:0``). Any other suffix (``-32k``, ``-preview-tts``) can be a model with another window.
+_VERSION = re.compile(r"(\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|latest|v\d+(:\d+)?)(-(\d{8}|latest|v\d+(:\d+)?))*")
 
 
 def default_reserve(window: int) -> int:

@@ -107,15 +107,16 @@ PRICES: dict[str, Prices] = {
 
 def price_for(model: str) -> Prices:
     """The prices of ``model``: from :data:`PRICES` (a dated or suffixed name falls back to the
-    longest known name it starts with), else from ``genai-prices`` when installed, else
+    longest known name it starts with; a provider's prefix such as ``anthropic:`` is skipped), else from ``genai-prices`` when installed, else
     :class:`~ctxwindow.errors.InvalidArgumentError` listing the known models."""
     if not isinstance(model, str):
         raise InvalidTypeError(f"model must be a str, not {type(model).__name__}")
-    if model in PRICES:
-        return PRICES[model]
-    family = max((name for name in PRICES if model.startswith(name + "-")), key=len, default=None)
-    if family is not None:
-        return PRICES[family]
+    for name in [model] + [model[at + 1:] for at, char in enumerate(model) if char in ":/."]:
+        if name in PRICES:  # the name itself, then after a provider's prefix (anthropic:claude-...)
+            return PRICES[name]
+        family = max((known for known in PRICES if name.startswith(known + "-")), key=len, default=None)
+        if family is not None:
+            return PRICES[family]
     found = _genai_prices(model)
     if found is not None:
         return found

@@ -68,7 +68,10 @@ def tools_json(tools: Sequence[Mapping[str, Any]]) -> str:
     shaped: list[object] = [{"name": name, "description": description, "input_schema": parameters}
                             if description else {"name": name, "input_schema": parameters}
                             for name, description, parameters in functions]
-    return json.dumps(shaped + others, ensure_ascii=False)
+    try:
+        return json.dumps(shaped + others, ensure_ascii=False)
+    except (TypeError, ValueError) as error:  # a set, bytes, a non-str key, a cycle
+        raise InvalidTypeError(f"tool definitions must be JSON data: {error}") from None
 
 
 def render_tools(tools: Sequence[Mapping[str, Any]]) -> str:

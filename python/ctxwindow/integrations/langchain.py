@@ -160,7 +160,8 @@ class ContextWindowMiddleware(AgentMiddleware):
 
 
 def token_counter(model: str = "gpt-4o", *, max_cached: int = 100_000) -> Callable[[Sequence[BaseMessage]], int]:
-    """An exact counter for ``trim_messages(token_counter=token_counter("gpt-4o"))``: the chat
+    """A counter for ``trim_messages(token_counter=token_counter("gpt-4o"))``, exact for OpenAI
+    models (Claude and Gemini get their :class:`~ctxwindow.EstimateTokenizer`): the chat
     accounting of :meth:`ctxwindow.Tokenizer.count_messages` (3 per message, names, tool calls,
     images by tiles, 3 for the reply). Each message is counted once and remembered (by identity,
     up to ``max_cached`` messages), so the many prefix counts ``trim_messages`` asks for cost

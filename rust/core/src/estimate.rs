@@ -16,7 +16,8 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::tokenize::{Encoding, Tokenizer};
+use crate::image::ImagePricing;
+use crate::tokenize::{Encoding, Tokenizer, model_names};
 
 /// What is known of a model family without a public vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -74,12 +75,7 @@ const CLAUDE_TOOL_OVERHEAD: u64 = 503;
 impl Profile {
     /// The profile of a model name, if one of its prefixes matches.
     pub fn for_model(model: &str) -> Option<&'static Profile> {
-        let names = std::iter::once(model).chain(
-            model
-                .match_indices([':', '/', '.'])
-                .map(|(at, _)| &model[at + 1..]),
-        );
-        let names: Vec<&str> = names.collect();
+        let names: Vec<&str> = model_names(model).collect();
         PROFILES.iter().find(|p| {
             p.prefixes
                 .iter()
@@ -110,6 +106,10 @@ pub fn known_models() -> String {
     )
 }
 
+/// The largest scale an estimate takes: far beyond any vocabulary's ratio to another, and small
+/// enough that no count of a text Python can hold overflows.
+pub const MAX_SCALE: f64 = 100.0;
+
 /// A token estimate: `ceil(exact count with the family's public vocabulary x scale)`.
 #[derive(Debug, Clone)]
 pub struct Estimate {
@@ -117,6 +117,7 @@ pub struct Estimate {
     base: Tokenizer,
     scale: f64,
     tool_overhead: u64,
+    images: ImagePricing,
 }
 
 impl Estimate {
@@ -127,7 +128,10 @@ impl Estimate {
             name: model.to_owned(),
             known: known_models(),
         })?;
-        Ok(Self::from_profile(profile))
+        Ok(Self {
+            images: ImagePricing::for_model(model),
+            ..Self::from_profile(profile)
+        })
     }
 
     /// The estimate of a profile, with its own scale.
@@ -137,18 +141,24 @@ impl Estimate {
             base: Tokenizer::from_encoding(profile.encoding),
             scale: profile.scale(),
             tool_overhead: profile.tool_overhead,
+            images: ImagePricing::for_family(profile.family),
         }
     }
 
-    /// The same estimate with another scale, which must be finite and > 0.
+    /// The same estimate with another scale, which must be > 0 and at most [`MAX_SCALE`].
     pub fn with_scale(self, scale: f64) -> Result<Self> {
-        if scale.is_finite() && scale > 0.0 {
+        if scale > 0.0 && scale <= MAX_SCALE {
             Ok(Self { scale, ..self })
         } else {
             Err(Error::InvalidArgument(format!(
-                "scale must be a finite number > 0, got {scale}"
+                "scale must be a number > 0 and <= {MAX_SCALE}, got {scale}"
             )))
         }
+    }
+
+    /// How the family bills images (not scaled: the formulas are the provider's own).
+    pub fn image_pricing(&self) -> ImagePricing {
+        self.images
     }
 
     /// The family's name.

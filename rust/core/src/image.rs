@@ -65,7 +65,23 @@ pub enum ImagePricing {
         /// The multiplier in hundredths (162 for 1.62).
         multiplier_percent: u64,
     },
+    /// Anthropic's Claude: `width x height / 750` tokens, after a resize (aspect kept) that
+    /// brings the long edge within 1568 px and the image within [`CLAUDE_MAX_IMAGE_TOKENS`];
+    /// `detail` does not apply; an unknown size counts that maximum. Source: Anthropic,
+    /// "Vision", section "Evaluate image size"
+    /// (<https://docs.anthropic.com/en/docs/build-with-claude/vision#evaluate-image-size>).
+    Area,
+    /// Google's Gemini: [`GEMINI_TILE_TOKENS`] for an image whose sides are both at most 384 px,
+    /// else that many per 768 x 768 tile; `detail` does not apply; an unknown size counts four
+    /// tiles (a 1536 px square). Source: Gemini API, "Image understanding", section "Technical
+    /// details" (<https://ai.google.dev/gemini-api/docs/image-understanding#technical-details-image>).
+    GeminiTiles,
 }
+
+/// Most tokens Claude bills for an image (the resize keeps it within about 1.15 megapixels).
+pub const CLAUDE_MAX_IMAGE_TOKENS: u64 = 1600;
+/// Tokens of a small Gemini image, and of each 768 px tile of a larger one.
+pub const GEMINI_TILE_TOKENS: u64 = 258;
 
 /// Most 32 px patches an image of a patch model is billed for.
 pub const MAX_PATCHES: u64 = 1536;
@@ -180,10 +196,29 @@ impl ImagePricing {
     /// The pricing of an OpenAI model name (dated and fine-tuned names included); GPT-4o's for
     /// a name the table does not know.
     pub fn for_model(model: &str) -> Self {
-        FAMILIES
-            .iter()
-            .find(|(prefix, _)| model.starts_with(prefix))
-            .map_or(Self::DEFAULT, |&(_, pricing)| pricing)
+        for name in crate::tokenize::model_names(model) {
+            if let Some(&(_, pricing)) =
+                FAMILIES.iter().find(|(prefix, _)| name.starts_with(prefix))
+            {
+                return pricing;
+            }
+            for family in ["claude", "gemini"] {
+                if name.starts_with(family) && name[family.len()..].starts_with('-') {
+                    return Self::for_family(family);
+                }
+            }
+        }
+        Self::DEFAULT
+    }
+
+    /// The pricing of a family without a public vocabulary (`"claude"`, `"gemini"`); GPT-4o's
+    /// for another name.
+    pub fn for_family(family: &str) -> Self {
+        match family {
+            "claude" => Self::Area,
+            "gemini" => Self::GeminiTiles,
+            _ => Self::DEFAULT,
+        }
     }
 
     /// Tokens of an image part; `size` is `(width, height)` in pixels when known, and an
@@ -201,8 +236,30 @@ impl ImagePricing {
                 // (1536 x 1.62 = 2488.32), so the fraction is dropped.
                 patches * multiplier_percent / 100
             }
+            Self::Area => size.map_or(CLAUDE_MAX_IMAGE_TOKENS, |(w, h)| claude_image_tokens(w, h)),
+            Self::GeminiTiles => size.map_or(4 * GEMINI_TILE_TOKENS, |(w, h)| {
+                if w <= 384 && h <= 384 {
+                    GEMINI_TILE_TOKENS
+                } else {
+                    GEMINI_TILE_TOKENS * u64::from(w.div_ceil(768)) * u64::from(h.div_ceil(768))
+                }
+            }),
         }
     }
+}
+
+/// Tokens Claude bills for a `width` x `height` image: `ceil(w x h / 750)` after scaling down
+/// (aspect kept) so that the long edge is at most 1568 px and the count at most
+/// [`CLAUDE_MAX_IMAGE_TOKENS`] (1092 x 1092 gives 1590).
+pub fn claude_image_tokens(width: u32, height: u32) -> u64 {
+    let (w, h) = (f64::from(width), f64::from(height));
+    let edge = (1568.0 / w.max(h)).min(1.0);
+    let area = (CLAUDE_MAX_IMAGE_TOKENS as f64 * 750.0 / (w * h))
+        .sqrt()
+        .min(1.0);
+    let shrink = edge.min(area);
+    let tokens = ((w * shrink).floor() * (h * shrink).floor() / 750.0).ceil() as u64;
+    tokens.min(CLAUDE_MAX_IMAGE_TOKENS)
 }
 
 /// Number of 32 px patches a patch model bills for a `width` x `height` image: the patches

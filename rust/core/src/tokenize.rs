@@ -115,6 +115,17 @@ const MODEL_PREFIXES: &[(&str, Encoding)] = &[
     ("ft:babbage-002", Encoding::Cl100kBase),
 ];
 
+/// A model name, then what follows each provider prefix in it (`openai:gpt-4o` gives itself
+/// and `gpt-4o`; `us.anthropic.claude-opus-4-1-v1:0` gives `anthropic.claude-...`,
+/// `claude-...` and `0`), the order in which model tables are searched.
+pub fn model_names(model: &str) -> impl Iterator<Item = &str> {
+    std::iter::once(model).chain(
+        model
+            .match_indices([':', '/', '.'])
+            .map(move |(at, _)| &model[at + 1..]),
+    )
+}
+
 impl Encoding {
     /// Every supported encoding.
     pub const ALL: [Encoding; 4] = [
@@ -149,13 +160,7 @@ impl Encoding {
     /// `gpt-4`, `text-embedding-3-small`, ..., also after a provider's prefix such as `openai:`);
     /// the error lists the known names.
     pub fn for_model(model: &str) -> Result<Self> {
-        // The name itself, then what follows a provider's prefix (`openai:gpt-4o`, `openai/o3`).
-        let names = std::iter::once(model).chain(
-            model
-                .match_indices([':', '/'])
-                .map(|(at, _)| &model[at + 1..]),
-        );
-        for name in names {
+        for name in model_names(model) {
             if let Some(&(_, encoding)) = MODELS.iter().find(|(known, _)| *known == name) {
                 return Ok(encoding);
             }

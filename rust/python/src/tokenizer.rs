@@ -1,8 +1,8 @@
 //! Token counters for Python: the exact `Tokenizer`, the `HeuristicTokenizer` estimator and the
 //! `CallableTokenizer` adapter, sharing the chat accounting of the core.
 
-use ctxwindow_core::chat::{REPLY_PRIMING_TOKENS, message_tokens};
-use ctxwindow_core::estimate::{Estimate, Profile, known_models};
+use ctxwindow_core::chat::{REPLY_PRIMING_TOKENS, message_tokens, message_tokens_with};
+use ctxwindow_core::estimate::{Estimate, MAX_SCALE, Profile, known_models};
 use ctxwindow_core::image::{ImageDetail, ImagePricing};
 use ctxwindow_core::tokenize::HeuristicCounter;
 use ctxwindow_core::{Encoding, Tokenizer};
@@ -69,12 +69,16 @@ fn count_many_with<'py>(
 /// Chat accounting of `messages` with any text counter.
 fn count_messages_with(
     messages: &Bound<'_, PyAny>,
+    images: ImagePricing,
     mut count: impl FnMut(&str) -> PyResult<u64>,
 ) -> PyResult<u64> {
     let messages = collect(messages, "messages")?;
     let mut total = REPLY_PRIMING_TOKENS;
     for (index, message) in messages.iter().enumerate() {
-        total += with_message(message, index, |m| message_tokens(m, &mut count))?;
+        let tokens = with_message(message, index, |m| {
+            message_tokens_with(m, images, &mut count)
+        })?;
+        total = total.saturating_add(tokens);
     }
     Ok(total)
 }
@@ -109,7 +113,7 @@ impl PyTokenizer {
             };
             return Ok(Bound::new(py, tokenizer)?.into_any());
         }
-        let inner = Tokenizer::for_model(&name).map_err(|e| {
+        let inner = py.detach(|| Tokenizer::for_model(&name)).map_err(|e| {
             error(
                 py,
                 Kind::UnknownEncoding,
@@ -234,7 +238,9 @@ impl PyTokenizer {
 
     /// Tokens of a list of chat messages in a prompt, reply priming included.
     fn count_messages(&self, messages: &Bound<'_, PyAny>) -> PyResult<u64> {
-        count_messages_with(messages, |text| Ok(self.inner.count(text) as u64))
+        count_messages_with(messages, self.inner.image_pricing(), |text| {
+            Ok(self.inner.count(text) as u64)
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -284,11 +290,19 @@ impl PyEstimateTokenizer {
                 ));
             }
             let value: f64 = scale.extract().map_err(|_| {
-                error(
-                    py,
-                    Kind::InvalidType,
-                    format!("scale must be a number, not {}", type_name(scale)),
-                )
+                if scale.is_instance_of::<pyo3::types::PyInt>() {
+                    error(
+                        py,
+                        Kind::InvalidArgument,
+                        format!("scale must be a number > 0 and <= {MAX_SCALE}, got {scale}"),
+                    )
+                } else {
+                    error(
+                        py,
+                        Kind::InvalidType,
+                        format!("scale must be a number, not {}", type_name(scale)),
+                    )
+                }
             })?;
             inner = inner.with_scale(value).py_err(py)?;
         }
@@ -391,16 +405,20 @@ impl PyEstimateTokenizer {
         Ok(PyArray1::from_vec(py, scaled))
     }
 
-    /// Estimated tokens of one chat message (framing included).
+    /// Estimated tokens of one chat message (framing included; images as the family bills them).
     fn count_message(&self, message: &Bound<'_, PyAny>) -> PyResult<u64> {
         with_message(message, 0, |m| {
-            message_tokens(m, |text| Ok(self.inner.count(text)))
+            message_tokens_with(m, self.inner.image_pricing(), |text| {
+                Ok(self.inner.count(text))
+            })
         })
     }
 
     /// Estimated tokens of a list of chat messages, reply priming included.
     fn count_messages(&self, messages: &Bound<'_, PyAny>) -> PyResult<u64> {
-        count_messages_with(messages, |text| Ok(self.inner.count(text)))
+        count_messages_with(messages, self.inner.image_pricing(), |text| {
+            Ok(self.inner.count(text))
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -494,7 +512,9 @@ impl PyHeuristicTokenizer {
 
     /// Estimated tokens of a list of chat messages, reply priming included.
     fn count_messages(&self, messages: &Bound<'_, PyAny>) -> PyResult<u64> {
-        count_messages_with(messages, |text| Ok(self.inner.count(text)))
+        count_messages_with(messages, ImagePricing::DEFAULT, |text| {
+            Ok(self.inner.count(text))
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -595,7 +615,7 @@ impl PyCallableTokenizer {
 
     /// Tokens of a list of chat messages, reply priming included.
     fn count_messages(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<u64> {
-        count_messages_with(messages, |text| self.call(py, text))
+        count_messages_with(messages, ImagePricing::DEFAULT, |text| self.call(py, text))
     }
 
     fn __repr__(&self) -> String {
