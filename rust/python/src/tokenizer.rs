@@ -83,6 +83,31 @@ fn count_messages_with(
     Ok(total)
 }
 
+/// `count(text)` of a Python str, with the GIL released for a long one.
+fn count_text<T: Send>(
+    py: Python<'_>,
+    text: &Bound<'_, PyAny>,
+    count: impl Fn(&str) -> T + Sync,
+) -> PyResult<T> {
+    let text = extract_text(text, "text")?;
+    Ok(if text.len() >= DETACH_MIN_BYTES {
+        py.detach(|| count(&text))
+    } else {
+        count(&text)
+    })
+}
+
+/// Exact counts of an iterable of str, spread over cores with the GIL released.
+fn exact_counts(
+    py: Python<'_>,
+    tokenizer: &Tokenizer,
+    texts: &Bound<'_, PyAny>,
+) -> PyResult<Vec<u32>> {
+    let objects = collect(texts, "texts")?;
+    let strs = borrow_texts(&objects)?;
+    py.detach(|| tokenizer.count_many(&strs)).py_err(py)
+}
+
 /// An exact tokenizer; see `ctxwindow.Tokenizer`.
 #[pyclass(frozen, module = "ctxwindow._native", name = "Tokenizer")]
 pub struct PyTokenizer {
@@ -150,12 +175,7 @@ impl PyTokenizer {
 
     /// Number of tokens of `text` (`len(tiktoken encode_ordinary(text))`).
     fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let text = extract_text(text, "text")?;
-        Ok(if text.len() >= DETACH_MIN_BYTES {
-            py.detach(|| self.inner.count(&text))
-        } else {
-            self.inner.count(&text)
-        })
+        count_text(py, text, |text| self.inner.count(text))
     }
 
     /// Counts of many texts as a numpy uint32 array, spread over cores with the GIL released.
@@ -164,10 +184,10 @@ impl PyTokenizer {
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let objects = collect(texts, "texts")?;
-        let strs = borrow_texts(&objects)?;
-        let counts = py.detach(|| self.inner.count_many(&strs)).py_err(py)?;
-        Ok(PyArray1::from_vec(py, counts))
+        Ok(PyArray1::from_vec(
+            py,
+            exact_counts(py, &self.inner, texts)?,
+        ))
     }
 
     /// Token ids of `text` (special-token text is encoded as ordinary text).
@@ -370,12 +390,7 @@ impl PyEstimateTokenizer {
 
     /// Estimated tokens of `text`.
     fn count(&self, py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<u64> {
-        let text = extract_text(text, "text")?;
-        Ok(if text.len() >= DETACH_MIN_BYTES {
-            py.detach(|| self.inner.count(&text))
-        } else {
-            self.inner.count(&text)
-        })
+        count_text(py, text, |text| self.inner.count(text))
     }
 
     /// Estimates of many texts as a numpy uint32 array, spread over cores with the GIL released.
@@ -384,12 +399,7 @@ impl PyEstimateTokenizer {
         py: Python<'py>,
         texts: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let objects = collect(texts, "texts")?;
-        let strs = borrow_texts(&objects)?;
-        let counts = py
-            .detach(|| self.inner.base().count_many(&strs))
-            .py_err(py)?;
-        let scaled = counts
+        let scaled = exact_counts(py, self.inner.base(), texts)?
             .into_iter()
             .map(|tokens| {
                 let estimate = self.inner.scale_count(u64::from(tokens));
