@@ -10,6 +10,17 @@ priced as GPT-4o (OpenAI's cache rules: 50% discount, 128-token steps) and as Cl
 A "long" replay is one whose unmanaged prompt exceeds the budget at some call (management is
 needed); the targets are: cache-aware at least 30% cheaper than cache-naive, and cheaper than
 unmanaged on every long replay; the budget holds on every call.
+
+Whether 30% can be reached at all is checked against a floor: the least any manager could pay
+on the replay (``ctxwindow.costreport.cost_lower_bound``: every call sends at least the system
+blocks and the messages new since the previous call, those uncached; the rest at best from
+the cache; the reply the same for all). Three floors: for any manager; for the managers that
+keep, on every call, at least the share of the context the budget affords that the aware
+schedule kept at its lowest on that replay; and the same with the cache-naive manager's share.
+"floor vs naive" is the largest saving against cache-naive any manager in that set could make:
+below 30% means the target cannot be met by any manager in the set; "aware's share" is the
+part of that largest saving the aware schedule makes. A run cheaper than a floor that applies
+to it would be a bug in the floor: the script lists such runs (there must be none).
 """
 
 from __future__ import annotations
@@ -35,6 +46,8 @@ BUDGETS = (8_000, 16_000, 32_000)
 PRICINGS: dict[str, tuple[str, CacheRules]] = {"gpt-4o": ("gpt-4o", OPENAI),
                                                "claude-sonnet-4-5": ("claude-sonnet-4-5", ANTHROPIC)}
 VARIANTS = ("managed", "watermark", "cache_naive", "unmanaged")
+MANAGERS = ("managed", "watermark", "cache_naive")
+FLOORS = ("floor", "floor_aware_retention", "floor_naive_retention")
 
 
 def _sources(limit: int | None) -> list[tuple[str, str, int]]:
@@ -69,6 +82,20 @@ def _one(source: tuple[str, str, int]) -> list[dict[str, Any]]:
             summary = comparison.summary()
             unmanaged_peak = max((c.prompt_tokens for c in comparison.runs["unmanaged"].calls), default=0)
             row.update({name: summary[name] for name in VARIANTS})
+            prices = PRICES[price_model]
+            retention = {name: comparison.retention(name, budget) for name in MANAGERS}
+            row["retention"] = retention
+            # The least any manager could pay (cost_lower_bound): keeping nothing but the new
+            # messages; keeping at least the share of the affordable context that the aware
+            # schedule kept at its lowest on this replay (a set the aware schedule belongs to);
+            # the same with the cache-naive manager's least share.
+            row["floor"] = comparison.lower_bound(prices, rules)
+            below = [name for name in VARIANTS if summary[name]["usd"] < row["floor"] * (1 - 1e-9)]
+            for kind, keeper in (("floor_aware_retention", "managed"), ("floor_naive_retention", "cache_naive")):
+                row[kind] = comparison.lower_bound(prices, rules, keep=retention[keeper], budget=budget)
+                below += [f"{name} under {kind}" for name in MANAGERS if retention[name] >= retention[keeper]
+                          and summary[name]["usd"] < row[kind] * (1 - 1e-9)]
+            row["floor_violations"] = below  # must stay empty: the floor is a lower bound
             row["long"] = unmanaged_peak > budget
             row["calls"] = len(comparison.runs["managed"].calls)
             rows.append(row)
@@ -94,7 +121,9 @@ def main() -> None:
     table = [["data", "budget", "priced as", "replays (long)", "cached share aware / watermark / naive / unmanaged",
               "USD aware", "USD watermark", "USD naive", "USD unmanaged", "aware vs naive (all)",
               "aware vs naive (long)", "watermark vs naive (long)", "aware vs unmanaged (long)",
-              "long replays where aware < unmanaged", "budget held"]]
+              "long replays where aware < unmanaged", "budget held", "USD floor (any manager)",
+              "floor vs naive (long): any manager / at aware's / at naive's retention",
+              "aware's share of the floor's saving (long): any / aware's / naive's retention"]]
     groups: dict[str, Any] = {}
     misses: list[dict[str, Any]] = []
     for dataset in ("tau-bench", "swe-agent", "chitchat"):
@@ -118,12 +147,24 @@ def main() -> None:
                                       | {"aware": r["managed"]["usd"], "unmanaged": r["unmanaged"]["usd"]})
                 held = all(r["managed"]["budget_ok"] and r["cache_naive"]["budget_ok"] and r["watermark"]["budget_ok"]
                            for r in group)
+                floor = {kind: sum(r[kind] for r in group) for kind in FLOORS}
+                long_floor = {kind: sum(r[kind] for r in long) for kind in FLOORS}
+                best = {kind: 1 - long_floor[kind] / long_usd["cache_naive"] if long else 0.0 for kind in FLOORS}
+                aware_saving = 1 - long_usd["managed"] / long_usd["cache_naive"] if long else 0.0
+                captured = {kind: aware_saving / best[kind] if best[kind] > 0 else 0.0 for kind in FLOORS}
                 key = f"{dataset}/{budget}/{pricing}"
                 groups[key] = {"replays": len(group), "long": len(long), "overflows": overflows, "usd": usd,
                                "cached_share": share, "long_usd": long_usd, "long_wins": wins, "budget_held": held,
                                "aware_vs_naive": 1 - usd["managed"] / usd["cache_naive"] if usd["cache_naive"] else 0.0,
                                "aware_vs_unmanaged_long": (1 - long_usd["managed"] / long_usd["unmanaged"]
-                                                           if long_usd["unmanaged"] else 0.0)}
+                                                           if long_usd["unmanaged"] else 0.0),
+                               "floor_usd": floor, "long_floor_usd": long_floor,
+                               "floor_vs_naive": {kind: 1 - floor[kind] / usd["cache_naive"] if usd["cache_naive"]
+                                                  else 0.0 for kind in FLOORS},
+                               "floor_vs_naive_long": best, "aware_share_of_floor_saving_long": captured,
+                               "least_retention": {name: min(r["retention"][name] for r in group)
+                                                   for name in MANAGERS},
+                               "floor_violations": sum(len(r["floor_violations"]) for r in group)}
                 g = groups[key]
                 table.append([dataset, f"{budget // 1000}k", pricing,
                               f"{len(group)} ({len(long)})" + (f", {overflows} overflow" if overflows else ""),
@@ -133,15 +174,23 @@ def main() -> None:
                               _pct(1 - long_usd["managed"] / long_usd["cache_naive"]) if long else "-",
                               _pct(1 - long_usd["watermark"] / long_usd["cache_naive"]) if long else "-",
                               _pct(g["aware_vs_unmanaged_long"]) if long else "-",
-                              f"{wins}/{len(long)}" if long else "-", "yes" if held else "NO"])
+                              f"{wins}/{len(long)}" if long else "-", "yes" if held else "NO",
+                              f"{floor['floor']:.2f}",
+                              " / ".join(_pct(best[kind]) for kind in FLOORS) if long else "-",
+                              " / ".join(f"{captured[kind]:.0%}" for kind in FLOORS) if long else "-"])
     per_replay = [1 - r["managed"]["usd"] / r["cache_naive"]["usd"] for r in rows
                   if "overflow" not in r and r["cache_naive"]["compactions"] > 0]
     # Per-replay figures of the long replays only (the others cost the same under every manager).
     long_rows = [{**{k: r[k] for k in ("dataset", "file", "index", "budget", "pricing", "calls")},
                   **{v: {"usd": round(r[v]["usd"], 6), "cached_share": round(r[v]["cached_share"], 4)}
                      for v in VARIANTS}}
+                 | {kind: round(r[kind], 6) for kind in FLOORS}
+                 | {"retention": {k: round(v, 4) for k, v in r["retention"].items()}}
                  for r in rows if r.get("long")]
+    violations = [{k: r[k] for k in ("dataset", "file", "index", "budget", "pricing", "floor_violations")}
+                  for r in rows if r.get("floor_violations")]
     payload = {"seconds": seconds, "groups": groups, "misses": misses, "long_replays": long_rows,
+               "floor_violations": violations,
                "per_replay_aware_vs_naive_median": statistics.median(per_replay) if per_replay else None,
                "replays_where_naive_compacted": len(per_replay)}
     write_results("cost", payload, table,
@@ -150,6 +199,7 @@ def main() -> None:
     print(f"median per-replay saving vs cache-naive where the naive manager compacted: "
           f"{payload['per_replay_aware_vs_naive_median']} over {len(per_replay)} replays")
     print(f"long replays where aware >= unmanaged: {len(misses)}")
+    print(f"replays where a run cost less than the floor (must be none): {len(violations)}")
 
 
 if __name__ == "__main__":
