@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 from _common import SHARED_DATA, write_results  # noqa: E402
 
 from ctxwindow.cli import load_conversation  # noqa: E402
-from ctxwindow.cost import ANTHROPIC, OPENAI, PRICES, CacheRules  # noqa: E402
-from ctxwindow.costreport import compare_costs  # noqa: E402
+from ctxwindow.cost import ANTHROPIC, OPENAI, PRICES, CacheRules, Prices  # noqa: E402
+from ctxwindow.costreport import CostComparison, compare_costs  # noqa: E402
 
 BUDGETS = (8_000, 16_000, 32_000)
 PRICINGS: dict[str, tuple[str, CacheRules]] = {"gpt-4o": ("gpt-4o", OPENAI),
@@ -48,6 +48,11 @@ PRICINGS: dict[str, tuple[str, CacheRules]] = {"gpt-4o": ("gpt-4o", OPENAI),
 VARIANTS = ("managed", "watermark", "cache_naive", "unmanaged")
 MANAGERS = ("managed", "watermark", "cache_naive")
 FLOORS = ("floor", "floor_aware_retention", "floor_naive_retention")
+SUFFIX_FLOORS = ("suffix_floor_aware_retention", "suffix_floor_naive_retention")
+FLOOR_NAMES = {"floor": "any manager", "floor_aware_retention": "keeping >= aware's least share",
+               "floor_naive_retention": "keeping >= naive's least share",
+               "suffix_floor_aware_retention": "suffix, keeping >= aware's least share",
+               "suffix_floor_naive_retention": "suffix, keeping >= naive's least share"}
 
 
 def _sources(limit: int | None) -> list[tuple[str, str, int]]:
@@ -85,21 +90,36 @@ def _one(source: tuple[str, str, int]) -> list[dict[str, Any]]:
             prices = PRICES[price_model]
             retention = {name: comparison.retention(name, budget) for name in MANAGERS}
             row["retention"] = retention
-            # The least any manager could pay (cost_lower_bound): keeping nothing but the new
-            # messages; keeping at least the share of the affordable context that the aware
-            # schedule kept at its lowest on this replay (a set the aware schedule belongs to);
-            # the same with the cache-naive manager's least share.
-            row["floor"] = comparison.lower_bound(prices, rules)
-            below = [name for name in VARIANTS if summary[name]["usd"] < row["floor"] * (1 - 1e-9)]
-            for kind, keeper in (("floor_aware_retention", "managed"), ("floor_naive_retention", "cache_naive")):
-                row[kind] = comparison.lower_bound(prices, rules, keep=retention[keeper], budget=budget)
-                below += [f"{name} under {kind}" for name in MANAGERS if retention[name] >= retention[keeper]
-                          and summary[name]["usd"] < row[kind] * (1 - 1e-9)]
-            row["floor_violations"] = below  # must stay empty: the floor is a lower bound
             row["long"] = unmanaged_peak > budget
+            row["suffix_shaped"] = {name: comparison.suffix_shaped[name] for name in MANAGERS}
+            row.update(_floors(comparison, summary, retention, prices, rules, budget, row["long"]))
             row["calls"] = len(comparison.runs["managed"].calls)
             rows.append(row)
     return rows
+
+
+def _floors(comparison: CostComparison, summary: dict[str, Any], retention: dict[str, float], prices: Prices,
+            rules: CacheRules, budget: int, long: bool) -> dict[str, Any]:
+    """The floors of one replay (USD) and the runs found below a floor that applies to them
+    (there must be none). Per call (``cost_lower_bound``): for any manager; for those keeping at
+    least the aware schedule's least share of the affordable context; the same with the
+    cache-naive manager's. On long replays also ``suffix_lower_bound`` (managers that send a
+    suffix of the conversation) at both shares."""
+    out: dict[str, Any] = {"floor": comparison.lower_bound(prices, rules)}
+    below = [name for name in VARIANTS if summary[name]["usd"] < out["floor"] * (1 - 1e-9)]
+    for keeper, suffix in (("managed", "aware"), ("cache_naive", "naive")):
+        kind = f"floor_{suffix}_retention"
+        out[kind] = comparison.lower_bound(prices, rules, keep=retention[keeper], budget=budget)
+        below += [f"{name} under {kind}" for name in MANAGERS if retention[name] >= retention[keeper]
+                  and summary[name]["usd"] < out[kind] * (1 - 1e-9)]
+        if not long:
+            continue
+        kind = f"suffix_floor_{suffix}_retention"
+        out[kind] = comparison.suffix_lower_bound(prices, rules, budget=budget, keep=retention[keeper])
+        below += [f"{name} under {kind}" for name in MANAGERS if retention[name] >= retention[keeper]
+                  and comparison.suffix_shaped[name] and summary[name]["usd"] < out[kind] * (1 - 1e-9)]
+    out["floor_violations"] = below
+    return out
 
 
 def _pct(saving: float) -> str:
@@ -121,9 +141,10 @@ def main() -> None:
     table = [["data", "budget", "priced as", "replays (long)", "cached share aware / watermark / naive / unmanaged",
               "USD aware", "USD watermark", "USD naive", "USD unmanaged", "aware vs naive (all)",
               "aware vs naive (long)", "watermark vs naive (long)", "aware vs unmanaged (long)",
-              "long replays where aware < unmanaged", "budget held", "USD floor (any manager)",
-              "floor vs naive (long): any manager / at aware's / at naive's retention",
-              "aware's share of the floor's saving (long): any / aware's / naive's retention"]]
+              "long replays where aware < unmanaged", "budget held"]]
+    floor_table = [["data", "budget", "priced as", "long replays (suffix-shaped aware / naive)", "USD naive",
+                    "USD aware (vs naive)", *(f"floor: {FLOOR_NAMES[kind]}" for kind in FLOORS + SUFFIX_FLOORS),
+                    "aware's share of the largest saving: any / aware's share / suffix at aware's share"]]
     groups: dict[str, Any] = {}
     misses: list[dict[str, Any]] = []
     for dataset in ("tau-bench", "swe-agent", "chitchat"):
@@ -148,10 +169,12 @@ def main() -> None:
                 held = all(r["managed"]["budget_ok"] and r["cache_naive"]["budget_ok"] and r["watermark"]["budget_ok"]
                            for r in group)
                 floor = {kind: sum(r[kind] for r in group) for kind in FLOORS}
-                long_floor = {kind: sum(r[kind] for r in long) for kind in FLOORS}
-                best = {kind: 1 - long_floor[kind] / long_usd["cache_naive"] if long else 0.0 for kind in FLOORS}
+                long_floor = {kind: sum(r[kind] for r in long) for kind in FLOORS + SUFFIX_FLOORS}
+                best = {kind: 1 - long_floor[kind] / long_usd["cache_naive"] if long else 0.0
+                        for kind in FLOORS + SUFFIX_FLOORS}
                 aware_saving = 1 - long_usd["managed"] / long_usd["cache_naive"] if long else 0.0
-                captured = {kind: aware_saving / best[kind] if best[kind] > 0 else 0.0 for kind in FLOORS}
+                captured = {kind: aware_saving / best[kind] if best[kind] > 0 else 0.0 for kind in FLOORS + SUFFIX_FLOORS}
+                shaped = {name: sum(1 for r in long if r["suffix_shaped"][name]) for name in MANAGERS}
                 key = f"{dataset}/{budget}/{pricing}"
                 groups[key] = {"replays": len(group), "long": len(long), "overflows": overflows, "usd": usd,
                                "cached_share": share, "long_usd": long_usd, "long_wins": wins, "budget_held": held,
@@ -164,6 +187,7 @@ def main() -> None:
                                "floor_vs_naive_long": best, "aware_share_of_floor_saving_long": captured,
                                "least_retention": {name: min(r["retention"][name] for r in group)
                                                    for name in MANAGERS},
+                               "long_suffix_shaped": shaped,
                                "floor_violations": sum(len(r["floor_violations"]) for r in group)}
                 g = groups[key]
                 table.append([dataset, f"{budget // 1000}k", pricing,
@@ -174,17 +198,23 @@ def main() -> None:
                               _pct(1 - long_usd["managed"] / long_usd["cache_naive"]) if long else "-",
                               _pct(1 - long_usd["watermark"] / long_usd["cache_naive"]) if long else "-",
                               _pct(g["aware_vs_unmanaged_long"]) if long else "-",
-                              f"{wins}/{len(long)}" if long else "-", "yes" if held else "NO",
-                              f"{floor['floor']:.2f}",
-                              " / ".join(_pct(best[kind]) for kind in FLOORS) if long else "-",
-                              " / ".join(f"{captured[kind]:.0%}" for kind in FLOORS) if long else "-"])
+                              f"{wins}/{len(long)}" if long else "-", "yes" if held else "NO"])
+                if long:
+                    floor_table.append([
+                        dataset, f"{budget // 1000}k", pricing,
+                        f"{len(long)} ({shaped['managed']} / {shaped['cache_naive']})",
+                        f"{long_usd['cache_naive']:.2f}", f"{long_usd['managed']:.2f} ({_pct(aware_saving)})",
+                        *(f"{long_floor[kind]:.2f} ({_pct(best[kind])})" for kind in FLOORS + SUFFIX_FLOORS),
+                        " / ".join(f"{captured[kind]:.0%}"
+                                   for kind in ("floor", "floor_aware_retention", "suffix_floor_aware_retention"))])
     per_replay = [1 - r["managed"]["usd"] / r["cache_naive"]["usd"] for r in rows
                   if "overflow" not in r and r["cache_naive"]["compactions"] > 0]
     # Per-replay figures of the long replays only (the others cost the same under every manager).
     long_rows = [{**{k: r[k] for k in ("dataset", "file", "index", "budget", "pricing", "calls")},
                   **{v: {"usd": round(r[v]["usd"], 6), "cached_share": round(r[v]["cached_share"], 4)}
                      for v in VARIANTS}}
-                 | {kind: round(r[kind], 6) for kind in FLOORS}
+                 | {kind: round(r[kind], 6) for kind in FLOORS + SUFFIX_FLOORS}
+                 | {"suffix_shaped": r["suffix_shaped"]}
                  | {"retention": {k: round(v, 4) for k, v in r["retention"].items()}}
                  for r in rows if r.get("long")]
     violations = [{k: r[k] for k in ("dataset", "file", "index", "budget", "pricing", "floor_violations")}
@@ -196,6 +226,12 @@ def main() -> None:
     write_results("cost", payload, table,
                   f"Cost of the replays with the prompt cache counted (aware = cache=\"auto\"; savings as "
                   f"1 - aware/peer; {len(sources)} replays x 3 budgets x 2 price lists, {seconds:.0f} s)")
+    write_results("cost_floor", {"seconds": seconds, "groups": {k: {f: g[f] for f in (
+                      "long", "long_usd", "long_floor_usd", "floor_vs_naive_long", "aware_share_of_floor_saving_long",
+                      "least_retention", "long_suffix_shaped", "floor_violations")} for k, g in groups.items()
+                      if g["long"]}, "floor_violations": violations}, floor_table,
+                  "Floors under the cost of the long replays (USD, and in brackets the largest saving against "
+                  "cache-naive a manager of that kind could make; target: 30%)")
     print(f"median per-replay saving vs cache-naive where the naive manager compacted: "
           f"{payload['per_replay_aware_vs_naive_median']} over {len(per_replay)} replays")
     print(f"long replays where aware >= unmanaged: {len(misses)}")

@@ -30,7 +30,14 @@ from ctxwindow.cost import (
     price_for,
     shared_prefix,
 )
-from ctxwindow.costreport import CallNeeds, call_floor, compare_costs, cost_lower_bound
+from ctxwindow.costreport import (
+    CallNeeds,
+    ReplayMessages,
+    call_floor,
+    compare_costs,
+    cost_lower_bound,
+    suffix_lower_bound,
+)
 from ctxwindow.delegate import DelegationEnded, DelegationStarted
 from ctxwindow.messages import check_history
 
@@ -413,14 +420,64 @@ def test_the_floor_is_tight_for_an_unmanaged_append_only_run() -> None:
     assert comparison.retention("managed", 100_000) == 1.0
 
 
-def _assert_floors_hold(comparison: Any, prices: Prices, rules: CacheRules, budget: int) -> None:
+@pytest.mark.parametrize("rules", [OPENAI, ANTHROPIC])
+def test_the_suffix_floor_keeping_everything_is_the_unmanaged_cost(rules: CacheRules) -> None:
+    """With the whole history kept (keep = 1, a budget above it) the only suffix is the whole
+    conversation, every call an append: the floor is the unmanaged run's cost, exactly."""
+    _, messages = load_conversation(_bundled("tau-bench"))
+    prices = PRICES["claude-sonnet-4-5" if rules is ANTHROPIC else "gpt-4o"]
+    comparison = compare_costs(messages, "gpt-4o", 100_000, prices, rules)
+    floor = comparison.suffix_lower_bound(prices, rules, budget=100_000, keep=1.0)
+    assert math.isclose(floor, comparison.runs["unmanaged"].usd, rel_tol=1e-12)
+    assert comparison.suffix_shaped == {"managed": True, "cache_naive": True}
+    # with a budget below the history, nothing keeps it all
+    assert comparison.suffix_lower_bound(prices, rules, budget=1000, keep=1.0) == math.inf
+
+
+def test_the_suffix_floor_by_hand() -> None:
+    """Two calls over three 600-token messages, 100 fixed tokens, a cache of any token: the
+    second call either appends (the first prompt cached) or starts at the new message (the
+    fixed tokens cached)."""
+    prices, rules = Prices(1.0, 0.1, 2.0), CacheRules("any-token", 0, 1)
+    needs = [CallNeeds(100, 1200, 1300, 10), CallNeeds(100, 600, 1900, 10)]
+    messages = ReplayMessages((600, 600, 600), (0, 0, 0), (2, 3))
+    first = (1300 * 1.0 + 10 * 2.0) / 1e6
+    append = ((1300 - 3) * 0.1 + (1900 - 1297) * 1.0 + 10 * 2.0) / 1e6
+    restart = (97 * 0.1 + (700 - 97) * 1.0 + 10 * 2.0) / 1e6  # only the new message kept
+    assert math.isclose(suffix_lower_bound(needs, messages, prices, rules, budget=5000), first + restart)
+    assert math.isclose(suffix_lower_bound(needs, messages, prices, rules, budget=5000, keep=1.0), first + append)
+    # within 1,400 tokens the second call cannot append; keeping half of it rules out the new message alone
+    middle = (97 * 0.1 + (1300 - 97) * 1.0 + 10 * 2.0) / 1e6
+    assert math.isclose(suffix_lower_bound(needs, messages, prices, rules, budget=1400, keep=0.75), first + middle)
+    with pytest.raises(InvalidArgumentError, match="budget must be an int > 0"):
+        suffix_lower_bound(needs, messages, prices, rules, budget=0)
+    with pytest.raises(InvalidArgumentError, match="notice must be an int >= 0"):
+        suffix_lower_bound(needs, messages, prices, rules, budget=10, notice=-1)
+    with pytest.raises(InvalidArgumentError, match="2 calls but 1 message counts"):
+        suffix_lower_bound(needs, ReplayMessages((600,), (0,), (1,)), prices, rules, budget=10)
+    with pytest.raises(InvalidArgumentError, match="before_call must be non-decreasing"):
+        ReplayMessages((600, 600), (0, 0), (2, 1))
+    with pytest.raises(InvalidArgumentError, match="2 token counts but 1 leading"):
+        ReplayMessages((600, 600), (0,), (1, 2))
+
+
+def _assert_floors_hold(comparison: Any, prices: Prices, rules: CacheRules, budget: int) -> int:
+    """Every floor that applies to a run is at most its cost; returns how many suffix-shaped
+    managed runs were checked against :func:`suffix_lower_bound`."""
     floor = comparison.lower_bound(prices, rules)
+    suffix_checked = 0
     for name, run in comparison.runs.items():
         assert floor <= run.usd * (1 + 1e-9), name
         if name == "unmanaged":
             continue
+        assert all(call.prompt_tokens <= budget for call in run.calls), name
         keep = comparison.retention(name, budget)
         assert comparison.lower_bound(prices, rules, keep=keep, budget=budget) <= run.usd * (1 + 1e-9), name
+        if comparison.suffix_shaped[name]:
+            suffix_checked += 1
+            for share in (0.0, keep):
+                assert comparison.suffix_lower_bound(prices, rules, budget=budget, keep=share) <= run.usd * (1 + 1e-9)
+    return suffix_checked
 
 
 @pytest.mark.parametrize("bundled", ["tau-bench", "swe-agent"])
@@ -433,7 +490,7 @@ def test_the_floor_is_below_every_manager_on_real_replays(bundled: str, budget: 
                                variants={"watermark": {"cache": "off"}})
     assert not comparison.overflows
     assert len(comparison.needs) == len(comparison.runs["managed"].calls) > 0
-    _assert_floors_hold(comparison, PRICES[model], rules, budget)
+    assert _assert_floors_hold(comparison, PRICES[model], rules, budget) > 0  # the suffix floor was checked too
 
 
 _TURNS = st.lists(st.tuples(st.sampled_from(["chat", "chat", "tool"]), st.integers(min_value=5, max_value=300),

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwindow.cache import CacheSchedule
-from ctxwindow.cost import CacheRules, Prices, RunCost, call_cost
+from ctxwindow.cost import CacheRules, PrefixMatch, Prices, RunCost, _message_tokens, call_cost
 from ctxwindow.errors import InvalidArgumentError
 from ctxwindow.messages import Message, text_of
 from ctxwindow.window import ContextWindow
 
-__all__ = ["CallNeeds", "CostComparison", "CostRecorder", "call_floor", "compare_costs", "cost_lower_bound",
-           "naive_window", "price_replay", "replay_cost"]
+__all__ = ["CallNeeds", "CostComparison", "CostRecorder", "ReplayMessages", "call_floor", "compare_costs",
+           "cost_lower_bound", "naive_window", "price_replay", "replay_cost", "suffix_lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,98 @@ def cost_lower_bound(calls: Sequence[CallNeeds], prices: Prices, rules: CacheRul
     return total
 
 
+@dataclass(frozen=True)
+class ReplayMessages:
+    """The conversation messages of a replay as :func:`suffix_lower_bound` needs them:
+    ``tokens`` of each (the chat accounting of :class:`~ctxwindow.cost.RunCost`), ``leading``:
+    for each, the most tokens :func:`~ctxwindow.cost.shared_prefix` can count for it when it is
+    the first message that differs from the previous prompt (3 plus its compared tokens; 0 for
+    a counter without token ids), and ``before_call``: how many had been added before each
+    model call."""
+
+    tokens: tuple[int, ...]
+    leading: tuple[int, ...]
+    before_call: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.tokens) != len(self.leading):
+            raise InvalidArgumentError(f"ReplayMessages: {len(self.tokens)} token counts but "
+                                       f"{len(self.leading)} leading counts")
+        if any(b < a for a, b in zip(self.before_call, self.before_call[1:])) or any(
+                not 0 <= n <= len(self.tokens) for n in self.before_call):
+            raise InvalidArgumentError("ReplayMessages.before_call must be non-decreasing, each at most the "
+                                       f"{len(self.tokens)} messages")
+        if min(self.tokens, default=0) < 0 or min(self.leading, default=0) < 0:
+            raise InvalidArgumentError("ReplayMessages token counts must be >= 0")
+
+
+def suffix_lower_bound(needs: Sequence[CallNeeds], messages: ReplayMessages, prices: Prices, rules: CacheRules, *,
+                       budget: int, keep: float = 0.0, notice: int = 0) -> float:
+    """A lower bound (USD) on what a manager that sends a suffix of the conversation pays:
+    on every call the fixed blocks, then the conversation from some message on, without gaps
+    (the way trim-to-fit, the watermark and the cache-aware schedule drop the oldest messages,
+    as long as nothing older is protected), holding the messages new since the previous call,
+    within ``budget`` tokens and at least ``keep * min(history, budget)`` of them (rounded
+    down). Returns ``math.inf`` when no such prompt exists on some call.
+
+    Exact dynamic programming over where each prompt starts, priced by
+    :func:`~ctxwindow.cost.call_cost` and :class:`~ctxwindow.cost.CacheRules`: a prompt that
+    starts where the previous one started extends it, and its cached prefix is the previous
+    prompt, as :func:`~ctxwindow.cost.shared_prefix` measures it; a prompt that starts
+    elsewhere differs from the previous one at its first conversation message (messages
+    assumed distinct, as in :func:`cost_lower_bound`), so at most the fixed blocks and, with a
+    token granularity, that message's ``leading`` tokens are cached (an overestimate, so the
+    bound stays below). Messages are priced as :func:`cost_lower_bound` assumes otherwise.
+
+    ``notice``: a manager may also send up to that many tokens between the fixed blocks and
+    the suffix (ctxwindow's placeholder for omitted messages, standing instructions it keeps
+    from dropped messages). The bound then
+    prices every prompt without the notice but caches it as if it were there, and admits a
+    start when the prompt fits the budget without it and meets ``keep`` with it: each choice
+    can only lower the bound, so it holds with or without a notice.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise InvalidArgumentError(f"budget must be an int > 0, got {budget!r}")
+    if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0.0 <= keep <= 1.0:
+        raise InvalidArgumentError(f"keep must be a number in [0, 1], got {keep!r}")
+    if isinstance(notice, bool) or not isinstance(notice, int) or notice < 0:
+        raise InvalidArgumentError(f"notice must be an int >= 0, got {notice!r}")
+    if len(needs) != len(messages.before_call):
+        raise InvalidArgumentError(f"{len(needs)} calls but {len(messages.before_call)} message counts")
+    prefix = [0]
+    for tokens in messages.tokens:
+        prefix.append(prefix[-1] + tokens)
+    costs: dict[int, float] = {}  # where the previous prompt started -> least cost so far
+    previous_count, previous_fixed = 0, -1
+    for index, (call, count) in enumerate(zip(needs, messages.before_call)):
+        least = math.floor(keep * min(call.history, budget))
+        fixed, output = call.fixed, call.output
+        cheapest_before = min(costs.values(), default=math.inf)
+        current: dict[int, float] = {}
+        for start in range(previous_count + 1 if index else 1):
+            size = fixed + prefix[count] - prefix[start]
+            if size > budget or size + notice < least:
+                continue
+            if index == 0:
+                current[start] = call_cost(size, 0, output, prices, rules.written_tokens(0, size)).usd
+                continue
+            extra = messages.leading[start] if rules.step and start < count else 0
+            whole = fixed - 3 + notice
+            cached = min(rules.cached_tokens(PrefixMatch(0, whole + extra, whole, size + notice), size + notice),
+                         size)
+            best = cheapest_before + call_cost(size, cached, output, prices, rules.written_tokens(cached, size)).usd
+            if start in costs and fixed == previous_fixed:  # an append: the previous prompt is cached
+                shared = previous_fixed + prefix[previous_count] - prefix[start] - 3 + notice
+                cached = min(rules.cached_tokens(PrefixMatch(0, shared, shared, shared), size + notice), size)
+                best = min(best, costs[start] + call_cost(size, cached, output, prices,
+                                                          rules.written_tokens(cached, size)).usd)
+            current[start] = best
+        if not current:
+            return math.inf
+        costs, previous_count, previous_fixed = current, count, fixed
+    return min(costs.values(), default=0.0)
+
+
 class CostRecorder:
     """Prices the calls of one replay for the managed window and for the unmanaged prompt; hand
     :meth:`on_call` to :func:`ctxwindow.cli.replay`."""
@@ -148,6 +240,42 @@ class CostRecorder:
         self._system_tokens = sum(window.tokenizer.count_message(m) for m in self._history)
         self._conversation_tokens = 0
         self._counted = 0
+        self._message_tokens: list[int] = []
+        self._replayed: list[Message] = []
+        self._before_call: list[int] = []
+        #: Whether every managed prompt sent the fixed blocks then a suffix of the conversation
+        #: (the shape :func:`suffix_lower_bound` bounds).
+        self.suffix_shaped = True
+        #: The most tokens sent between the first call's fixed blocks and the suffix (see
+        #: :meth:`_check_shape`).
+        self.notice_tokens = 0
+
+    def _check_shape(self, conversation: list[Message], replayed: list[Message], extra: int) -> None:
+        """Whether the conversation sent is a suffix of the replay, after at most one notice
+        that is no replayed message (the window's placeholder for omitted messages); the
+        notice's tokens plus ``extra`` (system blocks beyond the first call's, such as standing
+        instructions kept from dropped messages) count as the run's notice."""
+        self.notice_tokens = max(self.notice_tokens, extra)
+        kept = 0
+        while (kept < min(len(conversation), len(replayed))
+               and (conversation[-1 - kept] is replayed[-1 - kept] or conversation[-1 - kept] == replayed[-1 - kept])):
+            kept += 1
+        head = conversation[:len(conversation) - kept]
+        if not head:
+            return
+        if len(head) > 1 or head[0] in replayed[:len(replayed) - kept]:
+            self.suffix_shaped = False
+            return
+        self.notice_tokens = max(self.notice_tokens, extra + self.window.tokenizer.count_message(head[0]))
+
+    @property
+    def messages(self) -> ReplayMessages:
+        """The conversation messages seen so far (for :func:`suffix_lower_bound`; the leading
+        tokens are encoded here, not on every call)."""
+        encode = getattr(self.window.tokenizer, "encode", None)
+        seen = self._replayed[:len(self._message_tokens)]
+        leading = tuple(3 + len(_message_tokens(m, encode)) if encode is not None else 0 for m in seen)
+        return ReplayMessages(tuple(self._message_tokens), leading, tuple(self._before_call))
 
     def on_call(self, sent: list[Message], output: Message, replayed: list[Message]) -> None:
         """One model call: ``sent`` is the managed prompt, ``output`` the reply, ``replayed``
@@ -156,8 +284,15 @@ class CostRecorder:
         output_tokens = window.tokenizer.count_message(output)
         tools = window.usage.by_component["tool_definitions"]
         self.managed.call(sent, output_tokens, tools)
-        new = sum(window.tokenizer.count_message(m) for m in replayed[self._counted:])
+        added = [window.tokenizer.count_message(m) for m in replayed[self._counted:]]
+        self._message_tokens += added
+        self._replayed = replayed
+        new = sum(added)
         self._counted = len(replayed)
+        self._before_call.append(len(replayed))
+        system = sum(window.tokenizer.count_message(m) for m in sent if m.get("role") == "system")
+        self._check_shape([m for m in sent if m.get("role") != "system"], replayed,
+                          max(system - self._system_tokens, 0))
         self._conversation_tokens += new
         fixed = 3 + tools + self._system_tokens
         self.needs.append(CallNeeds(fixed, new, fixed + self._conversation_tokens, output_tokens))
@@ -205,6 +340,19 @@ class CostComparison:
     #: What each model call needs whatever the manager (from the managed run's replay; see
     #: :func:`cost_lower_bound`).
     needs: list[CallNeeds] = field(default_factory=list)
+    #: The conversation messages (for :func:`suffix_lower_bound`).
+    messages: ReplayMessages = field(default_factory=lambda: ReplayMessages((), (), ()))
+    #: Per run: whether every prompt was the fixed blocks, at most one notice that is no
+    #: replayed message (the window's placeholder for omitted messages), then a suffix of the
+    #: conversation; and the most tokens sent between the first call's fixed blocks and the
+    #: suffix (the notice and any system block added since, such as standing instructions).
+    suffix_shaped: dict[str, bool] = field(default_factory=dict)
+    notice_tokens: dict[str, int] = field(default_factory=dict)
+
+    def suffix_lower_bound(self, prices: Prices, rules: CacheRules, *, budget: int, keep: float = 0.0) -> float:
+        """:func:`suffix_lower_bound` of these calls (USD), allowing the longest notice any run sent."""
+        return suffix_lower_bound(self.needs, self.messages, prices, rules, budget=budget, keep=keep,
+                                  notice=max(self.notice_tokens.values(), default=0))
 
     def lower_bound(self, prices: Prices, rules: CacheRules, *, keep: float = 0.0,
                     budget: int | None = None) -> float:
@@ -271,7 +419,10 @@ def compare_costs(messages: list[Message], model: str | None, max_tokens: int, p
         if overflow:
             comparison.overflows[name] = overflow
         comparison.compactions[name] = window.compactions
+        comparison.suffix_shaped[name] = recorder.suffix_shaped
+        comparison.notice_tokens[name] = recorder.notice_tokens
         if recorder.unmanaged is not None:
             comparison.runs["unmanaged"] = recorder.unmanaged
             comparison.needs = recorder.needs
+            comparison.messages = recorder.messages
     return comparison
