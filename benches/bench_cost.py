@@ -14,13 +14,15 @@ unmanaged on every long replay; the budget holds on every call.
 Whether 30% can be reached at all is checked against a floor: the least any manager could pay
 on the replay (``ctxwindow.costreport.cost_lower_bound``: every call sends at least the system
 blocks and the messages new since the previous call, those uncached; the rest at best from
-the cache; the reply the same for all). Three floors: for any manager; for the managers that
-keep, on every call, at least the share of the context the budget affords that the aware
-schedule kept at its lowest on that replay; and the same with the cache-naive manager's share.
-"floor vs naive" is the largest saving against cache-naive any manager in that set could make:
-below 30% means the target cannot be met by any manager in the set; "aware's share" is the
-part of that largest saving the aware schedule makes. A run cheaper than a floor that applies
-to it would be a bug in the floor: the script lists such runs (there must be none).
+the cache; the reply the same for all). Floors: for any manager; for the managers that keep,
+on every call, at least the share of the context the budget affords that the aware schedule
+kept at its lowest on that replay; the same with the cache-naive manager's share; and, on the
+long replays, both again for managers that send a suffix of the conversation
+(``suffix_lower_bound``, as the managers compared here do). Written to cost_floor.md/json:
+each floor with the largest saving against cache-naive a manager in that set could make
+(below 30%: no manager in the set meets the target), and the part of it the aware schedule
+makes. A run cheaper than a floor that applies to it would be a bug in the floor: the script
+lists such runs (there must be none).
 """
 
 from __future__ import annotations
