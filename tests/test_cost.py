@@ -1,7 +1,7 @@
 """Prompt-cache cost: the prefix measure against hand-built sequences, the price table against
 genai-prices, cost figures recomputed independently, the cache-aware schedule (never over the
 budget, never reordering protected content), the replay's cost report, and sub-agent delegation
-(sync, async, failing)."""
+(sync, async, failing), and the floor under what any manager pays (``cost_lower_bound``)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,14 @@ from ctxwindow.cost import (
     price_for,
     shared_prefix,
 )
-from ctxwindow.costreport import compare_costs
+from ctxwindow.costreport import (
+    CallNeeds,
+    ReplayMessages,
+    call_floor,
+    compare_costs,
+    cost_lower_bound,
+    suffix_lower_bound,
+)
 from ctxwindow.delegate import DelegationEnded, DelegationStarted
 from ctxwindow.messages import check_history
 
@@ -350,6 +357,172 @@ def test_replay_reports_prefix_and_cost(tmp_path: Path) -> None:
         assert math.isclose(sum(c["usd"] for c in calls), cost["runs"][name]["usd"], rel_tol=1e-9)
     assert max(c["prompt"] for c in cost["calls"]["managed"]) <= 3000
     assert plot.read_bytes().startswith(b"\x89PNG")
+
+
+# --- the floor under any manager's cost ------------------------------------------------------------
+
+
+def test_call_floor_by_hand() -> None:
+    gpt, claude = PRICES["gpt-4o"], PRICES["claude-sonnet-4-5"]  # (2.5, 1.25, 10) and (3, 0.3, 15, 3.75)
+    needs = CallNeeds(fixed=1200, new=200, history=5000, output=100)
+    # first call: nothing cached; 1,400 tokens at the input price (OpenAI) or written (Anthropic)
+    assert math.isclose(call_floor(needs, gpt, OPENAI, first=True), (1400 * 2.5 + 100 * 10) / 1e6)
+    assert math.isclose(call_floor(needs, claude, ANTHROPIC, first=True), (1400 * 3.75 + 100 * 15) / 1e6)
+    # later: the 1,200 tokens before the new ones cached, the 200 new ones uncached (or written)
+    assert math.isclose(call_floor(needs, gpt, OPENAI), (1200 * 1.25 + 200 * 2.5 + 100 * 10) / 1e6)
+    assert math.isclose(call_floor(needs, claude, ANTHROPIC), (1200 * 0.3 + 200 * 3.75 + 100 * 15) / 1e6)
+    # keeping at least 3,000 tokens: 2,800 of them cached at best
+    assert math.isclose(call_floor(needs, gpt, OPENAI, least=3000), (2800 * 1.25 + 200 * 2.5 + 100 * 10) / 1e6)
+    # a prompt too short to cache: either all uncached, or padded up to the cache's minimum
+    short = CallNeeds(fixed=300, new=200, history=500, output=0)
+    assert math.isclose(call_floor(short, gpt, OPENAI), 500 * 2.5 / 1e6)  # 1024 cached + 200 would cost more
+    # priced as Claude, padding the prompt to a cached 1,024 (+200 written) is cheaper than 500 uncached
+    assert math.isclose(call_floor(short, claude, ANTHROPIC), (1024 * 0.3 + 200 * 3.75) / 1e6)
+    assert call_floor(short, claude, ANTHROPIC) < 500 * 3.0 / 1e6
+    # the floor of a replay is the sum of its calls' floors, the first one uncached
+    calls = [needs, CallNeeds(1200, 300, 5300, 50)]
+    assert math.isclose(cost_lower_bound(calls, gpt, OPENAI),
+                        call_floor(calls[0], gpt, OPENAI, first=True) + call_floor(calls[1], gpt, OPENAI))
+    assert math.isclose(cost_lower_bound(calls, gpt, OPENAI, keep=0.5, budget=4000),
+                        call_floor(calls[0], gpt, OPENAI, first=True, least=2000)
+                        + call_floor(calls[1], gpt, OPENAI, least=2000))
+
+
+def test_floor_bad_input() -> None:
+    with pytest.raises(InvalidArgumentError, match="CallNeeds.new must be an int >= 0"):
+        CallNeeds(10, -1, 10, 0)
+    with pytest.raises(InvalidArgumentError, match="CallNeeds.output must be an int >= 0"):
+        CallNeeds(10, 1, 11, 1.5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="history .* must be at least fixed \\+ new"):
+        CallNeeds(10, 5, 12, 0)
+    needs = [CallNeeds(10, 5, 15, 0)]
+    with pytest.raises(InvalidArgumentError, match="keep must be a number in \\[0, 1\\]"):
+        cost_lower_bound(needs, PRICES["gpt-4o"], OPENAI, keep=1.5, budget=100)
+    with pytest.raises(InvalidArgumentError, match="keep > 0 needs the budget"):
+        cost_lower_bound(needs, PRICES["gpt-4o"], OPENAI, keep=0.5)
+    with pytest.raises(InvalidArgumentError, match="least must be an int >= 0"):
+        call_floor(needs[0], PRICES["gpt-4o"], OPENAI, least=-1)
+    with pytest.raises(InvalidArgumentError, match="cache-write price .* at least the input price"):
+        cost_lower_bound(needs, Prices(2.0, 0.5, 8.0, 1.0), ANTHROPIC)
+
+
+def test_the_floor_is_tight_for_an_unmanaged_append_only_run() -> None:
+    """With a cache of any token and no minimum, the unmanaged run of a replay that fits the
+    budget misses the floor at full retention only by the 3 reply-priming tokens of each earlier
+    prompt, which the floor counts as cacheable: the floor is a near-reachable bound, not slack."""
+    _, messages = load_conversation(_bundled("tau-bench"))
+    prices, rules = Prices(2.0, 0.5, 8.0), CacheRules("any-token", 0, 1)
+    comparison = compare_costs(messages, "gpt-4o", 100_000, prices, rules)
+    unmanaged = comparison.runs["unmanaged"]
+    calls = len(unmanaged.calls)
+    floor = comparison.lower_bound(prices, rules, keep=1.0, budget=100_000)
+    assert math.isclose(unmanaged.usd - floor, (calls - 1) * 3 * (2.0 - 0.5) / 1e6, rel_tol=1e-9)
+    assert comparison.retention("managed", 100_000) == 1.0
+
+
+@pytest.mark.parametrize("rules", [OPENAI, ANTHROPIC])
+def test_the_suffix_floor_keeping_everything_is_the_unmanaged_cost(rules: CacheRules) -> None:
+    """With the whole history kept (keep = 1, a budget above it) the only suffix is the whole
+    conversation, every call an append: the floor is the unmanaged run's cost, exactly."""
+    _, messages = load_conversation(_bundled("tau-bench"))
+    prices = PRICES["claude-sonnet-4-5" if rules is ANTHROPIC else "gpt-4o"]
+    comparison = compare_costs(messages, "gpt-4o", 100_000, prices, rules)
+    floor = comparison.suffix_lower_bound(prices, rules, budget=100_000, keep=1.0)
+    assert math.isclose(floor, comparison.runs["unmanaged"].usd, rel_tol=1e-12)
+    assert comparison.suffix_shaped == {"managed": True, "cache_naive": True}
+    # with a budget below the history, nothing keeps it all
+    assert comparison.suffix_lower_bound(prices, rules, budget=1000, keep=1.0) == math.inf
+
+
+def test_the_suffix_floor_by_hand() -> None:
+    """Two calls over three 600-token messages, 100 fixed tokens, a cache of any token: the
+    second call either appends (the first prompt cached) or starts at the new message (the
+    fixed tokens cached)."""
+    prices, rules = Prices(1.0, 0.1, 2.0), CacheRules("any-token", 0, 1)
+    needs = [CallNeeds(100, 1200, 1300, 10), CallNeeds(100, 600, 1900, 10)]
+    messages = ReplayMessages((600, 600, 600), (0, 0, 0), (2, 3))
+    first = (1300 * 1.0 + 10 * 2.0) / 1e6
+    append = ((1300 - 3) * 0.1 + (1900 - 1297) * 1.0 + 10 * 2.0) / 1e6
+    restart = (97 * 0.1 + (700 - 97) * 1.0 + 10 * 2.0) / 1e6  # only the new message kept
+    assert math.isclose(suffix_lower_bound(needs, messages, prices, rules, budget=5000), first + restart)
+    assert math.isclose(suffix_lower_bound(needs, messages, prices, rules, budget=5000, keep=1.0), first + append)
+    # within 1,400 tokens the second call cannot append; keeping half of it rules out the new message alone
+    middle = (97 * 0.1 + (1300 - 97) * 1.0 + 10 * 2.0) / 1e6
+    assert math.isclose(suffix_lower_bound(needs, messages, prices, rules, budget=1400, keep=0.75), first + middle)
+    with pytest.raises(InvalidArgumentError, match="budget must be an int > 0"):
+        suffix_lower_bound(needs, messages, prices, rules, budget=0)
+    with pytest.raises(InvalidArgumentError, match="notice must be an int >= 0"):
+        suffix_lower_bound(needs, messages, prices, rules, budget=10, notice=-1)
+    with pytest.raises(InvalidArgumentError, match="2 calls but 1 message counts"):
+        suffix_lower_bound(needs, ReplayMessages((600,), (0,), (1,)), prices, rules, budget=10)
+    with pytest.raises(InvalidArgumentError, match="before_call must be non-decreasing"):
+        ReplayMessages((600, 600), (0, 0), (2, 1))
+    with pytest.raises(InvalidArgumentError, match="2 token counts but 1 leading"):
+        ReplayMessages((600, 600), (0,), (1, 2))
+
+
+def _assert_floors_hold(comparison: Any, prices: Prices, rules: CacheRules, budget: int) -> int:
+    """Every floor that applies to a run is at most its cost; returns how many suffix-shaped
+    managed runs were checked against :func:`suffix_lower_bound`."""
+    floor = comparison.lower_bound(prices, rules)
+    suffix_checked = 0
+    for name, run in comparison.runs.items():
+        assert floor <= run.usd * (1 + 1e-9), name
+        if name == "unmanaged":
+            continue
+        assert all(call.prompt_tokens <= budget for call in run.calls), name
+        keep = comparison.retention(name, budget)
+        assert comparison.lower_bound(prices, rules, keep=keep, budget=budget) <= run.usd * (1 + 1e-9), name
+        if comparison.suffix_shaped[name]:
+            suffix_checked += 1
+            for share in (0.0, keep):
+                assert comparison.suffix_lower_bound(prices, rules, budget=budget, keep=share) <= run.usd * (1 + 1e-9)
+    return suffix_checked
+
+
+@pytest.mark.parametrize("bundled", ["tau-bench", "swe-agent"])
+@pytest.mark.parametrize("budget", [2500, 4000, 8000])
+@pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5"])
+def test_the_floor_is_below_every_manager_on_real_replays(bundled: str, budget: int, model: str) -> None:
+    _, messages = load_conversation(_bundled(bundled))
+    rules = ANTHROPIC if model.startswith("claude") else OPENAI
+    comparison = compare_costs(messages, "gpt-4o", budget, PRICES[model], rules,
+                               variants={"watermark": {"cache": "off"}})
+    assert not comparison.overflows
+    assert len(comparison.needs) == len(comparison.runs["managed"].calls) > 0
+    assert _assert_floors_hold(comparison, PRICES[model], rules, budget) > 0  # the suffix floor was checked too
+
+
+_TURNS = st.lists(st.tuples(st.sampled_from(["chat", "chat", "tool"]), st.integers(min_value=5, max_value=300),
+                            st.integers(min_value=5, max_value=300)), min_size=2, max_size=25)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(turns=_TURNS, input_price=st.floats(min_value=0.1, max_value=20.0),
+       cached=st.floats(min_value=0.0, max_value=1.0), write=st.sampled_from([None, 1.0, 1.25, 2.0]),
+       rules=st.sampled_from([OPENAI, ANTHROPIC, CacheRules("any-token", 0, 1), CacheRules("small", 64, 16),
+                              CacheRules("blocks-writing", 128, 0, writes=True)]),
+       budget=st.integers(min_value=600, max_value=5000))
+def test_the_floor_is_below_every_manager_on_random_replays(turns: list[tuple[str, int, int]], input_price: float,
+                                                            cached: float, write: float | None,
+                                                            rules: CacheRules, budget: int) -> None:
+    """Every message distinct (the floor's assumption: a new message is not a copy of an older
+    one at the same place), any prices with cached <= input <= write."""
+    prices = Prices(input_price, input_price * cached, 4 * input_price,
+                    None if write is None else input_price * write)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful agent."}]
+    for step, (kind, ask, reply) in enumerate(turns):
+        if kind == "chat":
+            messages.append(user(f"q{step} " + "word " * ask))
+        else:
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"c{step}", "type": "function", "function": {"name": "look", "arguments": "{}"}}]})
+            messages.append({"role": "tool", "tool_call_id": f"c{step}", "content": f"r{step} " + "line " * ask})
+        messages.append(assistant(f"a{step} " + "text " * reply))
+    comparison = compare_costs(messages, "gpt-4o", budget, prices, rules, variants={"watermark": {"cache": "off"}})
+    if comparison.overflows:
+        return  # a message alone over the budget: no manager serves this replay
+    _assert_floors_hold(comparison, prices, rules, budget)
 
 
 # --- delegation ---------------------------------------------------------------------------------
