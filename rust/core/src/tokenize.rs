@@ -207,6 +207,9 @@ struct Vocab {
     slot: usize,
     /// The tables of the linear counter of long pieces, built on the first long piece.
     backtrack: OnceLock<Backtrack>,
+    /// Counts of runs of one repeated byte, per byte, built on the first long run of that byte
+    /// (`None`: the run's counts were not found periodic within [`RUN_TABLE_LIMIT`] bytes).
+    runs: [OnceLock<Option<RunCounts>>; 256],
 }
 
 thread_local! {
@@ -248,7 +251,15 @@ impl Vocab {
             family,
             slot,
             backtrack: OnceLock::new(),
+            runs: [const { OnceLock::new() }; 256],
         }
+    }
+
+    /// The counts of runs of `byte`, built on first use.
+    fn run_counts(&self, byte: u8) -> Option<&RunCounts> {
+        self.runs[byte as usize]
+            .get_or_init(|| RunCounts::new(&self.ranks, self.backtrack(), byte))
+            .as_ref()
     }
 
     fn backtrack(&self) -> &Backtrack {
@@ -305,6 +316,8 @@ impl Vocab {
             1
         } else if piece.len() < SMALL_PIECE {
             merge_count_small(&self.ranks, piece)
+        } else if let Some(run) = single_byte_run(piece).and_then(|b| self.run_counts(b)) {
+            run.count(piece.len())
         } else {
             self.backtrack()
                 .count(piece)
@@ -634,6 +647,122 @@ impl Backtrack {
             }
         }
         Some(tokens.len())
+    }
+}
+
+/// The byte `piece` repeats, if it is one byte repeated.
+#[inline]
+fn single_byte_run(piece: &[u8]) -> Option<u8> {
+    let (&first, rest) = piece.split_first()?;
+    rest.iter().all(|&b| b == first).then_some(first)
+}
+
+/// Runs of one byte are computed up to this length at most, looking for the period of their counts.
+const RUN_TABLE_LIMIT: usize = 1 << 14;
+
+/// Token counts of `byte * n` for every `n`, from a table and a period.
+///
+/// Byte-pair encoding has a prefix property (the `bpe` crate's basis): the last token of the
+/// encoding of `text[..i]` is the one token `t` ending at `i` that is compatible
+/// ([`Backtrack::is_valid_pair`]) with the last token of the encoding of `text[..i - len(t)]`,
+/// and the count is that prefix's count plus one. On a run `c * n` the tokens ending at `i` are
+/// the vocabulary's runs `c * k` (for `k <= i`), so once `i` is at least the longest of them the
+/// step from `i` to `i + 1` depends only on the last tokens and count increments of the
+/// previous `longest` positions. That window is a finite state of a deterministic recurrence:
+/// as soon as the window at `i2` equals the window at an earlier `i1 >= longest`, every later
+/// position repeats with period `p = i2 - i1`, and `count(n) = count(n - p) + (count(i2) -
+/// count(i1))` for `n >= i2`. The table holds the counts up to `i2`.
+#[derive(Debug)]
+struct RunCounts {
+    /// `counts[n]`: tokens of `c * n`, for `n <= i2`.
+    counts: Vec<u32>,
+    /// `i1`, the first position of the periodic part.
+    start: usize,
+    /// `i2 - i1`.
+    period: usize,
+    /// `count(i2) - count(i1)`.
+    delta: usize,
+}
+
+impl RunCounts {
+    fn new(ranks: &FxHashMap<Vec<u8>, Rank>, backtrack: &Backtrack, byte: u8) -> Option<Self> {
+        // The vocabulary's runs of `byte`: lengths (shortest first) and ranks.
+        let mut runs: Vec<(usize, Rank)> = Vec::new();
+        let mut run = vec![byte];
+        let max_len = backtrack.token_len.iter().copied().max().unwrap_or(1) as usize;
+        while run.len() <= max_len {
+            if let Some(&rank) = ranks.get(&run) {
+                runs.push((run.len(), rank));
+            }
+            run.push(byte);
+        }
+        if runs.first().is_none_or(|&(len, _)| len != 1) {
+            return None;
+        }
+        let longest = runs.last().map_or(1, |&(len, _)| len);
+        // valid[a * runs.len() + b]: run token `a` followed by run token `b` is compatible.
+        let mut valid = vec![false; runs.len() * runs.len()];
+        for (a, &(_, left)) in runs.iter().enumerate() {
+            for (b, &(_, right)) in runs.iter().enumerate() {
+                valid[a * runs.len() + b] = backtrack.is_valid_pair(left, right);
+            }
+        }
+        // last[i]: index in `runs` of the last token of `c * i`; step[i]: count(i) - count(i-1).
+        let mut last = vec![u8::MAX; 1];
+        let mut counts = vec![0u32];
+        let mut step = vec![0i64];
+        // Positions by the hash of their window (windows compared in full on a hash match).
+        let mut windows: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+        for i in 1..=RUN_TABLE_LIMIT {
+            let mut found = None;
+            for (index, &(len, _)) in runs.iter().enumerate().rev() {
+                if len > i {
+                    continue;
+                }
+                if len == i || valid[last[i - len] as usize * runs.len() + index] {
+                    found = Some((index, len));
+                    break;
+                }
+            }
+            let (index, len) = found?;
+            let count = counts[i - len] + 1;
+            last.push(u8::try_from(index).ok()?);
+            step.push(i64::from(count) - i64::from(counts[i - 1]));
+            counts.push(count);
+            if i >= 2 * longest {
+                // (Any `i1 >= longest` works; twice that is a margin.)
+                let window =
+                    |at: usize| (&last[at + 1 - longest..=at], &step[at + 1 - longest..=at]);
+                let hash = {
+                    let mut hasher = rustc_hash::FxHasher::default();
+                    std::hash::Hash::hash(&window(i), &mut hasher);
+                    std::hash::Hasher::finish(&hasher)
+                };
+                let earlier = windows.entry(hash).or_default();
+                if let Some(&start) = earlier.iter().find(|&&at| window(at) == window(i)) {
+                    let delta = (counts[i] - counts[start]) as usize;
+                    return Some(Self {
+                        counts,
+                        start,
+                        period: i - start,
+                        delta,
+                    });
+                }
+                earlier.push(i);
+            }
+        }
+        None
+    }
+
+    /// Tokens of the run of length `n`.
+    #[inline]
+    fn count(&self, n: usize) -> usize {
+        if n < self.counts.len() {
+            self.counts[n] as usize
+        } else {
+            let periods = (n - self.start) / self.period;
+            self.counts[n - periods * self.period] as usize + periods * self.delta
+        }
     }
 }
 
@@ -1010,6 +1139,85 @@ mod tests {
                     encoding.name(),
                     &text[..8]
                 );
+            }
+        }
+    }
+
+    /// ASCII punctuation, the characters `[^\s\p{L}\p{N}]+` pieces are made of.
+    const PUNCTUATION: &str = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
+
+    #[test]
+    fn runs_of_one_byte_count_like_tiktoken_rs() {
+        // Every ASCII byte's run table against the byte-pair merges: `tiktoken-rs` itself up to
+        // 300 bytes and at a few long lengths, the heap merge (equal to it) at every 37th length
+        // up to 5000.
+        for encoding in Encoding::ALL {
+            let vocab = encoding.vocab();
+            for byte in 1..128u8 {
+                let Some(run) = vocab.run_counts(byte) else {
+                    continue;
+                };
+                assert_eq!(run.count(1), 1);
+                for n in (2..=300).chain([4096, 4999, 5000]) {
+                    let piece = vec![byte; n];
+                    let expected = tiktoken_rs::byte_pair_split(&piece, &vocab.ranks).len();
+                    assert_eq!(run.count(n), expected, "{} {byte} * {n}", encoding.name());
+                }
+                for n in (301..5000).step_by(37).chain([100_000]) {
+                    let piece = vec![byte; n];
+                    let expected = merge_count_large(&vocab.ranks, &piece);
+                    assert_eq!(run.count(n), expected, "{} {byte} * {n}", encoding.name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_punctuation_run_has_a_table() {
+        for encoding in Encoding::ALL {
+            for byte in PUNCTUATION.bytes().chain(*b" \n\tax") {
+                assert!(
+                    encoding.vocab().run_counts(byte).is_some(),
+                    "{} {:?}",
+                    encoding.name(),
+                    byte as char
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn punctuation_runs_in_text_count_like_tiktoken_rs() {
+        // Whole texts through the split pattern: runs alone, after a space or a letter, before
+        // newlines and slashes, and two runs in one piece.
+        let mut rng = Lcg(18);
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let t = Tokenizer::from_encoding(encoding);
+            for c in PUNCTUATION.chars() {
+                let d = PUNCTUATION
+                    .chars()
+                    .nth(rng.below(PUNCTUATION.len()))
+                    .unwrap();
+                let n = 1 + rng.below(3000);
+                let run = c.to_string().repeat(n);
+                for text in [
+                    run.clone(),
+                    format!(" {run}"),
+                    format!("x{run}"),
+                    format!("{run}\n\n"),
+                    format!("{run}//"),
+                    format!("{run}{}", d.to_string().repeat(1 + rng.below(500))),
+                    format!("{}{run}", d.to_string().repeat(1 + rng.below(500))),
+                    format!("a {run} b {run}"),
+                ] {
+                    assert_eq!(
+                        t.count(&text),
+                        t.encode(&text).len(),
+                        "{} on {c:?} * {n} in {:?}...",
+                        encoding.name(),
+                        &text[..text.len().min(12)]
+                    );
+                }
             }
         }
     }
