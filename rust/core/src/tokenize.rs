@@ -310,6 +310,14 @@ impl Vocab {
         });
     }
 
+    /// Tokens of a piece that is one long run of a byte with a short head and tail, if it is one.
+    fn count_affixed_run(&self, piece: &[u8]) -> Option<usize> {
+        let backtrack = self.backtrack();
+        let run = affixed_run(piece, backtrack.max_len)?;
+        self.run_counts(piece[run.start])?
+            .count_affixed(&self.ranks, backtrack, piece, run)
+    }
+
     #[inline]
     fn piece_tokens(&self, piece: &[u8]) -> usize {
         if self.ranks.contains_key(piece) {
@@ -318,6 +326,8 @@ impl Vocab {
             merge_count_small(&self.ranks, piece)
         } else if let Some(run) = single_byte_run(piece).and_then(|b| self.run_counts(b)) {
             run.count(piece.len())
+        } else if let Some(count) = self.count_affixed_run(piece) {
+            count
         } else {
             self.backtrack()
                 .count(piece)
@@ -480,6 +490,8 @@ struct Backtrack {
     next_prefix: Vec<Rank>,
     /// The two tokens each token was merged from (itself twice for a single byte).
     split: Vec<(Rank, Rank)>,
+    /// The longest token's length in bytes.
+    max_len: usize,
     /// `(left << 32) | right` to the token the pair merges into, for every merge of `split`.
     pairs: FxHashMap<u64, Rank>,
 }
@@ -518,6 +530,7 @@ impl Backtrack {
             root,
             node_rank,
             token_len: tokens.iter().map(|t| t.len() as u32).collect(),
+            max_len: tokens.iter().map(|t| t.len()).max().unwrap_or(1),
             next_prefix: Vec::with_capacity(size),
             split: Vec::with_capacity(size),
             pairs: FxHashMap::default(),
@@ -552,6 +565,15 @@ impl Backtrack {
             }
         }
         this
+    }
+
+    /// The child of trie `node` by `byte` (`u32::MAX`: none).
+    #[inline]
+    fn child(&self, node: u32, byte: u8) -> u32 {
+        self.children
+            .get(&((u64::from(node) << 8) | u64::from(byte)))
+            .copied()
+            .unwrap_or(u32::MAX)
     }
 
     /// The longest token that `text` starts with.
@@ -682,6 +704,27 @@ struct RunCounts {
     period: usize,
     /// `count(i2) - count(i1)`.
     delta: usize,
+    /// The byte.
+    byte: u8,
+    /// The vocabulary's runs of the byte: (length, rank), shortest first.
+    runs: Vec<(usize, Rank)>,
+    /// `valid[a * runs.len() + b]`: run token `a` followed by run token `b` is compatible.
+    valid: Vec<bool>,
+    /// `last[i]`: index in `runs` of the last token of `byte * i`, for `i <= i2`.
+    last: Vec<u8>,
+    /// `step[i]`: `count(i) - count(i - 1)`, for `i <= i2`.
+    step: Vec<i64>,
+    /// Positions `2 * longest <= i < i2` by the hash of their window (see [`window_hash`]).
+    windows: FxHashMap<u64, Vec<usize>>,
+    /// The longest run token's length, the window's length.
+    longest: usize,
+}
+
+/// The hash of a window of the run recurrence: last tokens (as run indices) and count steps.
+fn window_hash(window: (&[u8], &[i64])) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    std::hash::Hash::hash(&window, &mut hasher);
+    std::hash::Hasher::finish(&hasher)
 }
 
 impl RunCounts {
@@ -733,11 +776,7 @@ impl RunCounts {
                 // (Any `i1 >= longest` works; twice that is a margin.)
                 let window =
                     |at: usize| (&last[at + 1 - longest..=at], &step[at + 1 - longest..=at]);
-                let hash = {
-                    let mut hasher = rustc_hash::FxHasher::default();
-                    std::hash::Hash::hash(&window(i), &mut hasher);
-                    std::hash::Hasher::finish(&hasher)
-                };
+                let hash = window_hash(window(i));
                 let earlier = windows.entry(hash).or_default();
                 if let Some(&start) = earlier.iter().find(|&&at| window(at) == window(i)) {
                     let delta = (counts[i] - counts[start]) as usize;
@@ -746,12 +785,40 @@ impl RunCounts {
                         start,
                         period: i - start,
                         delta,
+                        byte,
+                        runs,
+                        valid,
+                        last,
+                        step,
+                        windows,
+                        longest,
                     });
                 }
                 earlier.push(i);
             }
         }
         None
+    }
+
+    /// The position of the table in the same state as position `n` of the run.
+    #[inline]
+    fn reduce(&self, n: usize) -> usize {
+        if n < self.counts.len() {
+            n
+        } else {
+            n - (n - self.start) / self.period * self.period
+        }
+    }
+
+    /// The table position whose window equals `window`, if any.
+    fn find_window(&self, window: (&[u8], &[i64])) -> Option<usize> {
+        let at = self.windows.get(&window_hash(window))?;
+        at.iter().copied().find(|&p| {
+            (
+                &self.last[p + 1 - self.longest..=p],
+                &self.step[p + 1 - self.longest..=p],
+            ) == window
+        })
     }
 
     /// Tokens of the run of length `n`.
@@ -764,7 +831,166 @@ impl RunCounts {
             self.counts[n - periods * self.period] as usize + periods * self.delta
         }
     }
+
+    /// Tokens of `piece = head + byte * m + tail` (`run = head.len()..head.len() + m`, `m` at
+    /// least the longest token, so no token spans the whole run): the same prefix recurrence as
+    /// [`RunCounts::new`] at every position, with the tokens ending at a position enumerated
+    /// from the structure of the piece. Inside the run, run tokens are checked with the `valid`
+    /// table, so a position costs a few table reads. `None` if no token ending at a position is
+    /// compatible (impossible for a vocabulary whose tokens merge to themselves).
+    fn count_affixed(
+        &self,
+        ranks: &FxHashMap<Vec<u8>, Rank>,
+        backtrack: &Backtrack,
+        piece: &[u8],
+        run: std::ops::Range<usize>,
+    ) -> Option<usize> {
+        const NOT_A_RUN: u8 = u8::MAX;
+        let n = piece.len();
+        let (head, end) = (run.start, run.end);
+        // (end, rank) of the tokens that start in the head and end inside the run.
+        let mut straddling: Vec<(usize, Rank)> = Vec::new();
+        for start in 0..head {
+            let mut node = backtrack.root[piece[start] as usize];
+            let mut at = start + 1;
+            while node != u32::MAX && at <= end {
+                let rank = backtrack.node_rank[node as usize];
+                if rank != Rank::MAX && at > head {
+                    straddling.push((at, rank));
+                }
+                if at == end {
+                    break;
+                }
+                node = backtrack.child(node, piece[at]);
+                at += 1;
+            }
+        }
+        // (end, rank) of the tokens `byte * k + tail[..j]` (start in the run, end in the tail).
+        let mut into_tail: Vec<(usize, Rank)> = Vec::new();
+        let mut node = backtrack.root[self.byte as usize];
+        let mut k = 1;
+        while node != u32::MAX && k <= end - head {
+            let mut inner = node;
+            for at in end..n {
+                inner = backtrack.child(inner, piece[at]);
+                if inner == u32::MAX {
+                    break;
+                }
+                let rank = backtrack.node_rank[inner as usize];
+                if rank != Rank::MAX {
+                    into_tail.push((at + 1, rank));
+                }
+            }
+            node = backtrack.child(node, self.byte);
+            k += 1;
+        }
+        let mut last: Vec<Rank> = vec![Rank::MAX; n + 1];
+        let mut last_run: Vec<u8> = vec![NOT_A_RUN; n + 1];
+        let mut counts: Vec<u32> = vec![0; n + 1];
+        let token_len = |rank: Rank| backtrack.token_len[rank as usize] as usize;
+        let compatible = |last: &[Rank], at: usize, rank: Rank| {
+            at == 0 || backtrack.is_valid_pair(last[at], rank)
+        };
+        // Steps of the window at a position, for matching it against the table's windows.
+        let mut steps: Vec<i64> = Vec::with_capacity(self.longest);
+        let mut i = 0;
+        while i < n {
+            i += 1;
+            // Deep in the run, every 32 positions: if the window equals one of the table's, the
+            // rest of the run repeats the table from there, up to the tail.
+            if i > head + 2 * self.longest
+                && (i - 1 - head).is_multiple_of(32)
+                && i + backtrack.max_len + 64 < end
+            {
+                let at = i - 1;
+                let window = at + 1 - self.longest..=at;
+                if last_run[window.clone()].iter().all(|&r| r != NOT_A_RUN) {
+                    steps.clear();
+                    steps.extend(
+                        window
+                            .clone()
+                            .map(|j| i64::from(counts[j]) - i64::from(counts[j - 1])),
+                    );
+                    if let Some(p) = self.find_window((&last_run[window], &steps)) {
+                        let base = i64::from(counts[at]) - self.count(p) as i64;
+                        for t in end - backtrack.max_len..=end {
+                            let q = p + t - at;
+                            let index = self.last[self.reduce(q)];
+                            last_run[t] = index;
+                            last[t] = self.runs[index as usize].1;
+                            counts[t] = u32::try_from(base + self.count(q) as i64).ok()?;
+                        }
+                        i = end;
+                        continue;
+                    }
+                }
+            }
+            let mut found: Option<(Rank, u8)> = None;
+            if i > head && i <= end {
+                for (index, &(len, rank)) in self.runs.iter().enumerate().rev() {
+                    if len > i - head {
+                        continue;
+                    }
+                    let before = i - len;
+                    let ok = match last_run[before] {
+                        NOT_A_RUN => compatible(&last, before, rank),
+                        prev => self.valid[prev as usize * self.runs.len() + index],
+                    };
+                    if ok {
+                        found = Some((rank, index as u8));
+                        break;
+                    }
+                }
+                if found.is_none() && i - head < backtrack.max_len {
+                    found = straddling
+                        .iter()
+                        .filter(|&&(at, _)| at == i)
+                        .find(|&&(_, rank)| compatible(&last, i - token_len(rank), rank))
+                        .map(|&(_, rank)| (rank, NOT_A_RUN));
+                }
+            } else {
+                // In the head or the tail: tokens within it, then (tail) those from the run.
+                let from = if i <= head { 0 } else { end };
+                found = (from..i)
+                    .filter_map(|start| ranks.get(&piece[start..i]).map(|&r| (start, r)))
+                    .find(|&(start, rank)| compatible(&last, start, rank))
+                    .map(|(_, rank)| (rank, NOT_A_RUN));
+                if found.is_none() && i > end {
+                    found = into_tail
+                        .iter()
+                        .filter(|&&(at, _)| at == i)
+                        .find(|&&(_, rank)| compatible(&last, i - token_len(rank), rank))
+                        .map(|&(_, rank)| (rank, NOT_A_RUN));
+                }
+            }
+            let (rank, run_index) = found?;
+            last[i] = rank;
+            last_run[i] = run_index;
+            counts[i] = counts[i - token_len(rank)] + 1;
+        }
+        Some(counts[n] as usize)
+    }
 }
+
+/// `(head, byte, tail)` when `piece` is a run of one byte of at least `min_run` bytes with at
+/// most [`MAX_AFFIX`] bytes before and after it.
+fn affixed_run(piece: &[u8], min_run: usize) -> Option<std::ops::Range<usize>> {
+    let middle = piece.len() / 2;
+    let byte = *piece.get(middle)?;
+    let start = piece[..middle]
+        .iter()
+        .rposition(|&b| b != byte)
+        .map_or(0, |p| p + 1);
+    let end = piece[middle..]
+        .iter()
+        .position(|&b| b != byte)
+        .map_or(piece.len(), |p| middle + p);
+    (start <= MAX_AFFIX && piece.len() - end <= MAX_AFFIX && end - start >= min_run)
+        .then_some(start..end)
+}
+
+/// Longest head and tail around a run that [`RunCounts::count_affixed`] takes.
+const MAX_AFFIX: usize = 16;
 
 /// Candidate tokens per byte the backtracking encoder may try before the heap merge takes over.
 const BACKTRACK_TRIES_PER_BYTE: usize = 4;
@@ -1183,6 +1409,50 @@ mod tests {
                     byte as char
                 );
             }
+        }
+    }
+
+    #[test]
+    fn affixed_runs_count_like_the_merges() {
+        // Runs with up to 16 bytes before and after (any bytes, runs of them included), short
+        // enough to be computed position by position and long enough to use the table's period.
+        let mut rng = Lcg(1818);
+        let alphabet: Vec<u8> = PUNCTUATION.bytes().chain(*b" \n\t/xa\xc3\xa9").collect();
+        for encoding in Encoding::ALL {
+            let vocab = encoding.vocab();
+            let backtrack = vocab.backtrack();
+            let mut checked = 0;
+            for round in 0..300 {
+                let byte = alphabet[rng.below(alphabet.len())];
+                let affix = |rng: &mut Lcg| -> Vec<u8> {
+                    let len = rng.below(MAX_AFFIX + 1);
+                    let other = alphabet[rng.below(alphabet.len())];
+                    (0..len)
+                        .map(|_| {
+                            if rng.below(3) == 0 {
+                                other
+                            } else {
+                                alphabet[rng.below(alphabet.len())]
+                            }
+                        })
+                        .collect()
+                };
+                let head = affix(&mut rng);
+                let tail = affix(&mut rng);
+                let m = backtrack.max_len + rng.below(if round % 3 == 0 { 4000 } else { 400 });
+                let piece = [head, vec![byte; m], tail].concat();
+                let Some(run) = affixed_run(&piece, backtrack.max_len) else {
+                    continue;
+                };
+                let Some(table) = vocab.run_counts(piece[run.start]) else {
+                    continue;
+                };
+                let got = table.count_affixed(&vocab.ranks, backtrack, &piece, run);
+                let expected = merge_count_large(&vocab.ranks, &piece);
+                assert_eq!(got, Some(expected), "{} on {piece:?}", encoding.name());
+                checked += 1;
+            }
+            assert!(checked > 200, "{}: {checked}", encoding.name());
         }
     }
 
