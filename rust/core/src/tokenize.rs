@@ -871,8 +871,8 @@ impl RunCounts {
         let mut k = 1;
         while node != u32::MAX && k <= end - head {
             let mut inner = node;
-            for at in end..n {
-                inner = backtrack.child(inner, piece[at]);
+            for (at, &b) in piece.iter().enumerate().skip(end) {
+                inner = backtrack.child(inner, b);
                 if inner == u32::MAX {
                     break;
                 }
@@ -899,7 +899,7 @@ impl RunCounts {
             // Deep in the run, every 32 positions: if the window equals one of the table's, the
             // rest of the run repeats the table from there, up to the tail.
             if i > head + 2 * self.longest
-                && (i - 1 - head).is_multiple_of(32)
+                && (i - 1 - head) % 32 == 0
                 && i + backtrack.max_len + 64 < end
             {
                 let at = i - 1;
