@@ -215,6 +215,39 @@ struct Vocab {
 thread_local! {
     /// One lazy-DFA cache per thread and encoding (a cache belongs to one DFA).
     static DFA_CACHES: RefCell<[Option<Cache>; 4]> = const { RefCell::new([None, None, None, None]) };
+    /// One cache of compatible token pairs per thread and encoding, for [`Backtrack::count`].
+    static PAIR_CACHES: RefCell<[Option<PairCache>; 4]> = const { RefCell::new([None, None, None, None]) };
+}
+
+/// A direct-mapped cache of [`Backtrack::is_valid_pair`] answers: the same token pairs recur
+/// along a long piece (a random string over a small alphabet repeats a few thousand pairs), and
+/// an answer walks the merge trees of both tokens through a large hash table.
+struct PairCache {
+    /// `(left << 33) | (right << 1) | valid` at the slot of the pair's hash; `u64::MAX`: empty.
+    slots: Vec<u64>,
+}
+
+impl PairCache {
+    const SLOTS: usize = 1 << 15;
+
+    fn new() -> Self {
+        Self {
+            slots: vec![u64::MAX; Self::SLOTS],
+        }
+    }
+
+    #[inline]
+    fn is_valid_pair(&mut self, backtrack: &Backtrack, left: Rank, right: Rank) -> bool {
+        let key = (u64::from(left) << 33) | (u64::from(right) << 1);
+        let hash = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & (Self::SLOTS - 1);
+        let slot = self.slots[hash];
+        if slot | 1 == key | 1 && slot != u64::MAX {
+            return slot & 1 == 1;
+        }
+        let valid = backtrack.is_valid_pair(left, right);
+        self.slots[hash] = key | u64::from(valid);
+        valid
+    }
 }
 
 impl Vocab {
@@ -329,8 +362,13 @@ impl Vocab {
         } else if let Some(count) = self.count_affixed_run(piece) {
             count
         } else {
-            self.backtrack()
-                .count(piece)
+            let backtrack = self.backtrack();
+            PAIR_CACHES
+                .with(|caches| {
+                    let mut caches = caches.borrow_mut();
+                    let cache = caches[self.slot].get_or_insert_with(PairCache::new);
+                    backtrack.count(piece, cache)
+                })
                 .unwrap_or_else(|| merge_count_large(&self.ranks, piece))
         }
     }
@@ -478,8 +516,11 @@ fn merge_count_large(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
 /// position is abandoned at most once. For a vocabulary where every token byte-pair encodes to
 /// itself (tested for all four), the result is the byte-pair merge result, i.e. `tiktoken`'s.
 struct Backtrack {
-    /// The token trie: `(node << 8) | byte` to child node; node 0 is the root.
-    children: FxHashMap<u64, u32>,
+    /// The token trie, nodes numbered breadth first from the root (node 0), so the children of
+    /// a node are the consecutive nodes `child_start[node]..child_start[node + 1]`.
+    child_start: Vec<u32>,
+    /// The byte on the edge into each node (a node's children are in increasing byte order).
+    labels: Vec<u8>,
     /// The root's children by byte (every byte is a token, so all are present).
     root: [u32; 256],
     /// Rank of the token spelled by each trie node (`Rank::MAX`: a proper prefix only).
@@ -521,13 +562,42 @@ impl Backtrack {
                 node_rank[node as usize] = rank as Rank;
             }
         }
-        let mut root = [0u32; 256];
-        for (byte, slot) in root.iter_mut().enumerate() {
-            *slot = children.get(&(byte as u64)).copied().unwrap_or(u32::MAX);
+        // Renumber breadth first (children of a node become consecutive, sorted by byte): a
+        // lookup reads two small arrays that mostly stay in cache, instead of a large hash table.
+        let mut edges: Vec<(u64, u32)> = children.into_iter().collect();
+        edges.sort_unstable_by_key(|&(key, _)| key);
+        let nodes = node_rank.len();
+        let mut edge_start = vec![0u32; nodes + 1];
+        for &(key, _) in &edges {
+            edge_start[(key >> 8) as usize + 1] += 1;
         }
+        for i in 0..nodes {
+            edge_start[i + 1] += edge_start[i];
+        }
+        let mut old_of_new: Vec<u32> = Vec::with_capacity(nodes);
+        old_of_new.push(0);
+        let mut labels = Vec::with_capacity(nodes);
+        labels.push(0u8);
+        let mut child_start = Vec::with_capacity(nodes + 1);
+        let mut node = 0;
+        while node < old_of_new.len() {
+            child_start.push(old_of_new.len() as u32);
+            let old = old_of_new[node] as usize;
+            for &(key, child) in &edges[edge_start[old] as usize..edge_start[old + 1] as usize] {
+                old_of_new.push(child);
+                labels.push(key as u8);
+            }
+            node += 1;
+        }
+        child_start.push(old_of_new.len() as u32);
+        let node_rank: Vec<Rank> = old_of_new
+            .iter()
+            .map(|&old| node_rank[old as usize])
+            .collect();
         let mut this = Self {
-            children,
-            root,
+            child_start,
+            labels,
+            root: [u32::MAX; 256],
             node_rank,
             token_len: tokens.iter().map(|t| t.len() as u32).collect(),
             max_len: tokens.iter().map(|t| t.len()).max().unwrap_or(1),
@@ -535,6 +605,9 @@ impl Backtrack {
             split: Vec::with_capacity(size),
             pairs: FxHashMap::default(),
         };
+        for byte in 0..=255u8 {
+            this.root[byte as usize] = this.child(0, byte);
+        }
         for token in &tokens {
             let prefix = match token.len() {
                 0 | 1 => Rank::MAX,
@@ -570,10 +643,15 @@ impl Backtrack {
     /// The child of trie `node` by `byte` (`u32::MAX`: none).
     #[inline]
     fn child(&self, node: u32, byte: u8) -> u32 {
-        self.children
-            .get(&((u64::from(node) << 8) | u64::from(byte)))
-            .copied()
-            .unwrap_or(u32::MAX)
+        let start = self.child_start[node as usize] as usize;
+        let end = self.child_start[node as usize + 1] as usize;
+        let labels = &self.labels[start..end];
+        let index = if labels.len() <= 16 {
+            labels.iter().position(|&label| label == byte)
+        } else {
+            labels.binary_search(&byte).ok()
+        };
+        index.map_or(u32::MAX, |i| (start + i) as u32)
     }
 
     /// The longest token that `text` starts with.
@@ -586,12 +664,9 @@ impl Backtrack {
         }
         let mut best = self.node_rank[node as usize];
         for &byte in rest {
-            match self
-                .children
-                .get(&((u64::from(node) << 8) | u64::from(byte)))
-            {
-                Some(&child) => node = child,
-                None => break,
+            match self.child(node, byte) {
+                u32::MAX => break,
+                child => node = child,
             }
             let rank = self.node_rank[node as usize];
             if rank != Rank::MAX {
@@ -639,7 +714,7 @@ impl Backtrack {
     /// Number of tokens of `piece`, or `None` when the encoder gives up after
     /// [`BACKTRACK_TRIES_PER_BYTE`] candidate tokens per byte (long runs with many run-length
     /// tokens, such as `"=" * 10**6`, make it try each of them at many positions).
-    fn count(&self, piece: &[u8]) -> Option<usize> {
+    fn count(&self, piece: &[u8], pairs: &mut PairCache) -> Option<usize> {
         let mut budget = piece.len().saturating_mul(BACKTRACK_TRIES_PER_BYTE) + 64;
         // Bit `i` clear: no valid encoding of the rest starts at byte `i`.
         let mut open = vec![u64::MAX; (piece.len() + 1).div_ceil(64)];
@@ -652,7 +727,7 @@ impl Backtrack {
             loop {
                 budget = budget.checked_sub(1)?;
                 let end = pos + self.token_len[token as usize] as usize;
-                if is_open(&open, end) && last.is_none_or(|l| self.is_valid_pair(l, token)) {
+                if is_open(&open, end) && last.is_none_or(|l| pairs.is_valid_pair(self, l, token)) {
                     tokens.push(token);
                     pos = end;
                     next = self.longest_match(&piece[end..]);
@@ -1319,7 +1394,7 @@ mod tests {
                 for _ in 0..parts {
                     piece.push_str(alphabet[rng.below(alphabet.len())]);
                 }
-                let got = backtrack.count(piece.as_bytes());
+                let got = backtrack.count(piece.as_bytes(), &mut PairCache::new());
                 let expected = merge_count_large(&vocab.ranks, piece.as_bytes());
                 assert!(
                     got.is_none_or(|n| n == expected),
@@ -1332,7 +1407,7 @@ mod tests {
             for _ in 0..200 {
                 let len = 1 + rng.below(600);
                 let bytes: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
-                let got = backtrack.count(&bytes);
+                let got = backtrack.count(&bytes, &mut PairCache::new());
                 let expected = merge_count_large(&vocab.ranks, &bytes);
                 assert!(
                     got.is_none_or(|n| n == expected),
