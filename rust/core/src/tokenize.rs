@@ -207,6 +207,8 @@ struct Vocab {
     slot: usize,
     /// The tables of the linear counter of long pieces, built on the first long piece.
     backtrack: OnceLock<Backtrack>,
+    /// The trie of the reversed tokens, built on the first piece with several long runs.
+    reverse: OnceLock<Trie>,
     /// Counts of runs of one repeated byte, per byte, built on the first long run of that byte
     /// (`None`: the run's counts were not found periodic within [`RUN_TABLE_LIMIT`] bytes).
     runs: [OnceLock<Option<RunCounts>>; 256],
@@ -284,6 +286,7 @@ impl Vocab {
             family,
             slot,
             backtrack: OnceLock::new(),
+            reverse: OnceLock::new(),
             runs: [const { OnceLock::new() }; 256],
         }
     }
@@ -351,6 +354,131 @@ impl Vocab {
             .count_affixed(&self.ranks, backtrack, piece, run)
     }
 
+    /// Tokens of a piece with long runs of one byte (any number of them, anywhere): the prefix
+    /// recurrence of [`RunCounts`] at every position. Deep inside a long run the tokens ending at
+    /// a position are run tokens, checked with the run's `valid` table, and once the window
+    /// equals one of the table's the run is skipped to its end; elsewhere the tokens ending at a
+    /// position come from a walk of the reversed-token trie. `None` when the piece has no run
+    /// of at least [`LONG_RUN`] plus twice the longest token.
+    fn count_with_runs(&self, piece: &[u8]) -> Option<usize> {
+        const NOT_A_RUN: u8 = u8::MAX;
+        let backtrack = self.backtrack();
+        let max_len = backtrack.max_len;
+        let mut runs: Vec<(std::ops::Range<usize>, &RunCounts)> = Vec::new();
+        let mut start = 0;
+        while start < piece.len() {
+            let byte = piece[start];
+            let end = piece[start..]
+                .iter()
+                .position(|&b| b != byte)
+                .map_or(piece.len(), |p| start + p);
+            if end - start >= LONG_RUN + 2 * max_len
+                && let Some(table) = self.run_counts(byte)
+            {
+                runs.push((start..end, table));
+            }
+            start = end;
+        }
+        if runs.is_empty() {
+            return None;
+        }
+        let reverse = self
+            .reverse
+            .get_or_init(|| Trie::new(&Backtrack::tokens(&self.ranks), true));
+        let n = piece.len();
+        let mut last: Vec<Rank> = vec![Rank::MAX; n + 1];
+        let mut last_run: Vec<u8> = vec![NOT_A_RUN; n + 1];
+        let mut counts: Vec<u32> = vec![0; n + 1];
+        let mut steps: Vec<i64> = Vec::new();
+        let mut candidates: Vec<(usize, Rank)> = Vec::new();
+        PAIR_CACHES.with(|caches| {
+            let mut caches = caches.borrow_mut();
+            let pairs = caches[self.slot].get_or_insert_with(PairCache::new);
+            let mut compatible = |last: &[Rank], start: usize, rank: Rank| {
+                start == 0 || pairs.is_valid_pair(backtrack, last[start], rank)
+            };
+            let mut r = 0;
+            let mut i = 0;
+            while i < n {
+                i += 1;
+                while r < runs.len() && runs[r].0.end < i {
+                    r += 1;
+                }
+                let found = match runs.get(r) {
+                    Some((range, table)) if i >= range.start + max_len => {
+                        // Deep in the run, every 32 positions: if the window equals one of the
+                        // table's, the run repeats the table from there to its end.
+                        let at = i - 1;
+                        if at >= range.start + max_len + table.longest
+                            && (at - range.start) % 32 == 0
+                            && i + max_len + 64 < range.end
+                        {
+                            let window = at + 1 - table.longest..=at;
+                            if last_run[window.clone()].iter().all(|&x| x != NOT_A_RUN) {
+                                steps.clear();
+                                steps.extend(
+                                    window
+                                        .clone()
+                                        .map(|j| i64::from(counts[j]) - i64::from(counts[j - 1])),
+                                );
+                                if let Some(p) = table.find_window((&last_run[window], &steps)) {
+                                    let base = i64::from(counts[at]) - table.count(p) as i64;
+                                    for t in range.end - max_len..=range.end {
+                                        let q = p + t - at;
+                                        let index = table.last[table.reduce(q)];
+                                        last_run[t] = index;
+                                        last[t] = table.runs[index as usize].1;
+                                        counts[t] =
+                                            u32::try_from(base + table.count(q) as i64).ok()?;
+                                    }
+                                    i = range.end;
+                                    continue;
+                                }
+                            }
+                        }
+                        // Only run tokens end here (a longer token would start before the run).
+                        table
+                            .runs
+                            .iter()
+                            .enumerate()
+                            .rev()
+                            .find(|&(index, &(len, rank))| match last_run[i - len] {
+                                NOT_A_RUN => compatible(&last, i - len, rank),
+                                prev => table.valid[prev as usize * table.runs.len() + index],
+                            })
+                            .map(|(index, &(len, rank))| (len, rank, index as u8))
+                    }
+                    _ => {
+                        candidates.clear();
+                        let mut node = reverse.root[piece[i - 1] as usize];
+                        let mut at = i - 1;
+                        while node != u32::MAX {
+                            let rank = reverse.node_rank[node as usize];
+                            if rank != Rank::MAX {
+                                candidates.push((at, rank));
+                            }
+                            if at == 0 {
+                                break;
+                            }
+                            at -= 1;
+                            node = reverse.child(node, piece[at]);
+                        }
+                        candidates
+                            .iter()
+                            .rev()
+                            .find(|&&(start, rank)| compatible(&last, start, rank))
+                            .map(|&(start, rank)| (i - start, rank, NOT_A_RUN))
+                    }
+                };
+                let (len, rank, index) = found?;
+                last[i] = rank;
+                last_run[i] = index;
+                counts[i] = counts[i - len] + 1;
+            }
+            Some(counts[n] as usize)
+        })
+    }
+
     #[inline]
     fn piece_tokens(&self, piece: &[u8]) -> usize {
         if self.ranks.contains_key(piece) {
@@ -360,6 +488,8 @@ impl Vocab {
         } else if let Some(run) = single_byte_run(piece).and_then(|b| self.run_counts(b)) {
             run.count(piece.len())
         } else if let Some(count) = self.count_affixed_run(piece) {
+            count
+        } else if let Some(count) = self.count_with_runs(piece) {
             count
         } else {
             let backtrack = self.backtrack();
@@ -504,52 +634,29 @@ fn merge_count_large(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
     count
 }
 
-/// Linear-time token counts of long pieces: the backtracking encoder of the `bpe` crate
-/// (github/rust-gems, MIT; the algorithm behind `bpe-openai`), on tables built from this
-/// vocabulary's ranks instead of that crate's serialized automata (which add ~50 MB).
-///
-/// The encoder walks left to right, appending the longest token that starts at the current
-/// position if it is *compatible* with the previous token (byte-pair merging the two tokens'
-/// bytes gives back exactly these two tokens); otherwise it tries the next shorter prefix token,
-/// and when none is left it drops the previous token and retries that one's shorter prefixes. A
-/// bit per byte position remembers positions from which no valid encoding continues, so each
-/// position is abandoned at most once. For a vocabulary where every token byte-pair encodes to
-/// itself (tested for all four), the result is the byte-pair merge result, i.e. `tiktoken`'s.
-struct Backtrack {
-    /// The token trie, nodes numbered breadth first from the root (node 0), so the children of
-    /// a node are the consecutive nodes `child_start[node]..child_start[node + 1]`.
+/// A trie of the tokens (or of the reversed tokens), nodes numbered breadth first from the root
+/// (node 0), so the children of a node are the consecutive nodes
+/// `child_start[node]..child_start[node + 1]`: a lookup reads two flat arrays that mostly stay
+/// in cache, instead of a large hash table.
+struct Trie {
     child_start: Vec<u32>,
     /// The byte on the edge into each node (a node's children are in increasing byte order).
     labels: Vec<u8>,
-    /// The root's children by byte (every byte is a token, so all are present).
+    /// The root's children by byte (`u32::MAX`: none).
     root: [u32; 256],
-    /// Rank of the token spelled by each trie node (`Rank::MAX`: a proper prefix only).
+    /// Rank of the token spelled by each node (`Rank::MAX`: a proper prefix only).
     node_rank: Vec<Rank>,
-    /// Byte length of each rank's token (0 for a rank that is not an ordinary token).
-    token_len: Vec<u32>,
-    /// The longest token that is a proper prefix of each rank's token (`Rank::MAX`: none).
-    next_prefix: Vec<Rank>,
-    /// The two tokens each token was merged from (itself twice for a single byte).
-    split: Vec<(Rank, Rank)>,
-    /// The longest token's length in bytes.
-    max_len: usize,
-    /// `(left << 32) | right` to the token the pair merges into, for every merge of `split`.
-    pairs: FxHashMap<u64, Rank>,
 }
 
-impl Backtrack {
-    fn new(ranks: &FxHashMap<Vec<u8>, Rank>) -> Self {
-        let size = ranks.values().max().map_or(0, |&r| r as usize + 1);
-        let mut tokens: Vec<&[u8]> = vec![&[]; size];
-        for (bytes, &rank) in ranks {
-            tokens[rank as usize] = bytes;
-        }
+impl Trie {
+    /// The trie of `tokens` (indexed by rank), read backwards if `reversed`.
+    fn new(tokens: &[&[u8]], reversed: bool) -> Self {
         let mut children = FxHashMap::default();
-        children.reserve(size * 4);
+        children.reserve(tokens.len() * 4);
         let mut node_rank = vec![Rank::MAX];
         for (rank, token) in tokens.iter().enumerate() {
             let mut node = 0u32;
-            for &byte in *token {
+            let mut step = |byte: u8| {
                 let next = node_rank.len() as u32;
                 node = *children
                     .entry((u64::from(node) << 8) | u64::from(byte))
@@ -557,13 +664,17 @@ impl Backtrack {
                         node_rank.push(Rank::MAX);
                         next
                     });
+            };
+            if reversed {
+                token.iter().rev().for_each(|&b| step(b));
+            } else {
+                token.iter().for_each(|&b| step(b));
             }
             if !token.is_empty() {
                 node_rank[node as usize] = rank as Rank;
             }
         }
-        // Renumber breadth first (children of a node become consecutive, sorted by byte): a
-        // lookup reads two small arrays that mostly stay in cache, instead of a large hash table.
+        // Renumber breadth first: the children of a node become consecutive, sorted by byte.
         let mut edges: Vec<(u64, u32)> = children.into_iter().collect();
         edges.sort_unstable_by_key(|&(key, _)| key);
         let nodes = node_rank.len();
@@ -590,24 +701,85 @@ impl Backtrack {
             node += 1;
         }
         child_start.push(old_of_new.len() as u32);
-        let node_rank: Vec<Rank> = old_of_new
+        let node_rank = old_of_new
             .iter()
             .map(|&old| node_rank[old as usize])
             .collect();
-        let mut this = Self {
+        let mut trie = Self {
             child_start,
             labels,
             root: [u32::MAX; 256],
             node_rank,
+        };
+        for byte in 0..=255u8 {
+            trie.root[byte as usize] = trie.child(0, byte);
+        }
+        trie
+    }
+
+    /// The child of `node` by `byte` (`u32::MAX`: none).
+    #[inline]
+    fn child(&self, node: u32, byte: u8) -> u32 {
+        let start = self.child_start[node as usize] as usize;
+        let end = self.child_start[node as usize + 1] as usize;
+        let labels = &self.labels[start..end];
+        let index = if labels.len() <= 16 {
+            labels.iter().position(|&label| label == byte)
+        } else {
+            labels.binary_search(&byte).ok()
+        };
+        index.map_or(u32::MAX, |i| (start + i) as u32)
+    }
+}
+
+/// Linear-time token counts of long pieces: the backtracking encoder of the `bpe` crate
+/// (github/rust-gems, MIT; the algorithm behind `bpe-openai`), on tables built from this
+/// vocabulary's ranks instead of that crate's serialized automata (which add ~50 MB).
+///
+/// The encoder walks left to right, appending the longest token that starts at the current
+/// position if it is *compatible* with the previous token (byte-pair merging the two tokens'
+/// bytes gives back exactly these two tokens); otherwise it tries the next shorter prefix token,
+/// and when none is left it drops the previous token and retries that one's shorter prefixes. A
+/// bit per byte position remembers positions from which no valid encoding continues, so each
+/// position is abandoned at most once. For a vocabulary where every token byte-pair encodes to
+/// itself (tested for all four), the result is the byte-pair merge result, i.e. `tiktoken`'s.
+struct Backtrack {
+    /// The token trie.
+    trie: Trie,
+    /// Byte length of each rank's token (0 for a rank that is not an ordinary token).
+    token_len: Vec<u32>,
+    /// The longest token that is a proper prefix of each rank's token (`Rank::MAX`: none).
+    next_prefix: Vec<Rank>,
+    /// The two tokens each token was merged from (itself twice for a single byte).
+    split: Vec<(Rank, Rank)>,
+    /// The longest token's length in bytes.
+    max_len: usize,
+    /// `(left << 32) | right` to the token the pair merges into, for every merge of `split`.
+    pairs: FxHashMap<u64, Rank>,
+}
+
+impl Backtrack {
+    /// The vocabulary's tokens indexed by rank (empty for a rank without a token).
+    fn tokens(ranks: &FxHashMap<Vec<u8>, Rank>) -> Vec<&[u8]> {
+        let size = ranks.values().max().map_or(0, |&r| r as usize + 1);
+        let mut tokens: Vec<&[u8]> = vec![&[]; size];
+        for (bytes, &rank) in ranks {
+            tokens[rank as usize] = bytes;
+        }
+        tokens
+    }
+
+    fn new(ranks: &FxHashMap<Vec<u8>, Rank>) -> Self {
+        let tokens = Self::tokens(ranks);
+        let size = tokens.len();
+        let mut this = Self {
+            trie: Trie::new(&tokens, false),
             token_len: tokens.iter().map(|t| t.len() as u32).collect(),
             max_len: tokens.iter().map(|t| t.len()).max().unwrap_or(1),
             next_prefix: Vec::with_capacity(size),
             split: Vec::with_capacity(size),
             pairs: FxHashMap::default(),
         };
-        for byte in 0..=255u8 {
-            this.root[byte as usize] = this.child(0, byte);
-        }
         for token in &tokens {
             let prefix = match token.len() {
                 0 | 1 => Rank::MAX,
@@ -643,32 +815,24 @@ impl Backtrack {
     /// The child of trie `node` by `byte` (`u32::MAX`: none).
     #[inline]
     fn child(&self, node: u32, byte: u8) -> u32 {
-        let start = self.child_start[node as usize] as usize;
-        let end = self.child_start[node as usize + 1] as usize;
-        let labels = &self.labels[start..end];
-        let index = if labels.len() <= 16 {
-            labels.iter().position(|&label| label == byte)
-        } else {
-            labels.binary_search(&byte).ok()
-        };
-        index.map_or(u32::MAX, |i| (start + i) as u32)
+        self.trie.child(node, byte)
     }
 
     /// The longest token that `text` starts with.
     #[inline]
     fn longest_match(&self, text: &[u8]) -> Option<Rank> {
         let (&first, rest) = text.split_first()?;
-        let mut node = self.root[first as usize];
+        let mut node = self.trie.root[first as usize];
         if node == u32::MAX {
             return None;
         }
-        let mut best = self.node_rank[node as usize];
+        let mut best = self.trie.node_rank[node as usize];
         for &byte in rest {
             match self.child(node, byte) {
                 u32::MAX => break,
                 child => node = child,
             }
-            let rank = self.node_rank[node as usize];
+            let rank = self.trie.node_rank[node as usize];
             if rank != Rank::MAX {
                 best = rank;
             }
@@ -926,10 +1090,10 @@ impl RunCounts {
         // (end, rank) of the tokens that start in the head and end inside the run.
         let mut straddling: Vec<(usize, Rank)> = Vec::new();
         for start in 0..head {
-            let mut node = backtrack.root[piece[start] as usize];
+            let mut node = backtrack.trie.root[piece[start] as usize];
             let mut at = start + 1;
             while node != u32::MAX && at <= end {
-                let rank = backtrack.node_rank[node as usize];
+                let rank = backtrack.trie.node_rank[node as usize];
                 if rank != Rank::MAX && at > head {
                     straddling.push((at, rank));
                 }
@@ -942,7 +1106,7 @@ impl RunCounts {
         }
         // (end, rank) of the tokens `byte * k + tail[..j]` (start in the run, end in the tail).
         let mut into_tail: Vec<(usize, Rank)> = Vec::new();
-        let mut node = backtrack.root[self.byte as usize];
+        let mut node = backtrack.trie.root[self.byte as usize];
         let mut k = 1;
         while node != u32::MAX && k <= end - head {
             let mut inner = node;
@@ -951,7 +1115,7 @@ impl RunCounts {
                 if inner == u32::MAX {
                     break;
                 }
-                let rank = backtrack.node_rank[inner as usize];
+                let rank = backtrack.trie.node_rank[inner as usize];
                 if rank != Rank::MAX {
                     into_tail.push((at + 1, rank));
                 }
@@ -1063,6 +1227,10 @@ fn affixed_run(piece: &[u8], min_run: usize) -> Option<std::ops::Range<usize>> {
     (start <= MAX_AFFIX && piece.len() - end <= MAX_AFFIX && end - start >= min_run)
         .then_some(start..end)
 }
+
+/// Runs of at least this many bytes plus twice the longest token make [`Vocab::count_with_runs`]
+/// count a piece.
+const LONG_RUN: usize = 64;
 
 /// Longest head and tail around a run that [`RunCounts::count_affixed`] takes.
 const MAX_AFFIX: usize = 16;
@@ -1528,6 +1696,39 @@ mod tests {
                 checked += 1;
             }
             assert!(checked > 200, "{}: {checked}", encoding.name());
+        }
+    }
+
+    #[test]
+    fn pieces_with_several_runs_count_like_the_merges() {
+        // Runs of random lengths (long ones among them) between random bytes.
+        let mut rng = Lcg(18_18);
+        let alphabet: Vec<u8> = PUNCTUATION.bytes().chain(*b" \n\t/xa\xc3\xa9").collect();
+        for encoding in Encoding::ALL {
+            let vocab = encoding.vocab();
+            let mut checked = 0;
+            for _ in 0..60 {
+                let mut piece = Vec::new();
+                for _ in 0..1 + rng.below(5) {
+                    let byte = alphabet[rng.below(alphabet.len())];
+                    let len = [
+                        1 + rng.below(40),
+                        200 + rng.below(400),
+                        400 + rng.below(1500),
+                    ][rng.below(3)];
+                    piece.extend(std::iter::repeat_n(byte, len));
+                    for _ in 0..rng.below(6) {
+                        piece.push(alphabet[rng.below(alphabet.len())]);
+                    }
+                }
+                let Some(got) = vocab.count_with_runs(&piece) else {
+                    continue;
+                };
+                let expected = merge_count_large(&vocab.ranks, &piece);
+                assert_eq!(got, expected, "{} on {piece:?}", encoding.name());
+                checked += 1;
+            }
+            assert!(checked > 20, "{}: {checked}", encoding.name());
         }
     }
 
