@@ -391,6 +391,9 @@ impl Vocab {
         let mut counts: Vec<u32> = vec![0; n + 1];
         let mut steps: Vec<i64> = Vec::new();
         let mut candidates: Vec<(usize, Rank)> = Vec::new();
+        // Nodes of the reversed trie after `k` bytes of the run `run_nodes_of` (`u32::MAX`: none).
+        let mut run_nodes: Vec<u32> = Vec::with_capacity(max_len + 1);
+        let mut run_nodes_of = usize::MAX;
         PAIR_CACHES.with(|caches| {
             let mut caches = caches.borrow_mut();
             let pairs = caches[self.slot].get_or_insert_with(PairCache::new);
@@ -442,11 +445,65 @@ impl Vocab {
                             .iter()
                             .enumerate()
                             .rev()
-                            .find(|&(index, &(len, rank))| match last_run[i - len] {
-                                NOT_A_RUN => compatible(&last, i - len, rank),
-                                prev => table.valid[prev as usize * table.runs.len() + index],
+                            .find(|&(index, &(len, rank))| {
+                                // A run index before the run's first byte is another run's.
+                                match last_run[i - len] {
+                                    prev if prev != NOT_A_RUN && i - len > range.start => {
+                                        table.valid[prev as usize * table.runs.len() + index]
+                                    }
+                                    _ => compatible(&last, i - len, rank),
+                                }
                             })
                             .map(|(index, &(len, rank))| (len, rank, index as u8))
+                    }
+                    Some((range, table)) if i > range.start => {
+                        // Early in the run: run tokens, or tokens that start before the run,
+                        // found by walking back from the reversed trie's node of the run's part.
+                        if run_nodes_of != r {
+                            run_nodes_of = r;
+                            run_nodes.clear();
+                            run_nodes.push(0);
+                            for _ in 0..max_len {
+                                let node = *run_nodes.last().expect("starts with the root");
+                                run_nodes.push(if node == u32::MAX {
+                                    u32::MAX
+                                } else {
+                                    reverse.child(node, piece[range.start])
+                                });
+                            }
+                        }
+                        let inside = i - range.start;
+                        let from_run = table
+                            .runs
+                            .iter()
+                            .enumerate()
+                            .rev()
+                            .filter(|&(_, &(len, _))| len <= inside)
+                            .find(|&(index, &(len, rank))| {
+                                // A run index before the run's first byte is another run's.
+                                match last_run[i - len] {
+                                    prev if prev != NOT_A_RUN && i - len > range.start => {
+                                        table.valid[prev as usize * table.runs.len() + index]
+                                    }
+                                    _ => compatible(&last, i - len, rank),
+                                }
+                            })
+                            .map(|(index, &(len, rank))| (len, rank, index as u8));
+                        from_run.or_else(|| {
+                            let mut node = run_nodes[inside];
+                            let mut at = range.start;
+                            while node != u32::MAX && at > 0 {
+                                at -= 1;
+                                node = reverse.child(node, piece[at]);
+                                if node != u32::MAX {
+                                    let rank = reverse.node_rank[node as usize];
+                                    if rank != Rank::MAX && compatible(&last, at, rank) {
+                                        return Some((i - at, rank, NOT_A_RUN));
+                                    }
+                                }
+                            }
+                            None
+                        })
                     }
                     _ => {
                         candidates.clear();
