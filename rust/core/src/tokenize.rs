@@ -354,17 +354,19 @@ impl Vocab {
             .count_affixed(&self.ranks, backtrack, piece, run)
     }
 
-    /// Tokens of a piece with long runs of one byte (any number of them, anywhere): the prefix
-    /// recurrence of [`RunCounts`] at every position. Deep inside a long run the tokens ending at
-    /// a position are run tokens, checked with the run's `valid` table, and once the window
-    /// equals one of the table's the run is skipped to its end; elsewhere the tokens ending at a
-    /// position come from a walk of the reversed-token trie. `None` when the piece has no run
-    /// of at least [`LONG_RUN`] plus twice the longest token.
+    /// Tokens of a piece with runs of one byte (any number of them, anywhere): the prefix
+    /// recurrence of [`RunCounts`] at every position. Inside a run of at least [`SHORT_RUN`]
+    /// bytes the tokens ending at a position are run tokens, checked with the run's `valid`
+    /// table, or (in its first bytes) tokens reaching into it from before; deep in a run, once
+    /// the window equals one of the table's, the run is skipped to its end. Elsewhere the tokens
+    /// ending at a position come from a walk of the reversed-token trie. `None` when the piece
+    /// has no run of [`LONG_RUN`] bytes (backtracking is faster there).
     fn count_with_runs(&self, piece: &[u8]) -> Option<usize> {
         const NOT_A_RUN: u8 = u8::MAX;
         let backtrack = self.backtrack();
         let max_len = backtrack.max_len;
         let mut runs: Vec<(std::ops::Range<usize>, &RunCounts)> = Vec::new();
+        let mut long = false;
         let mut start = 0;
         while start < piece.len() {
             let byte = piece[start];
@@ -372,14 +374,15 @@ impl Vocab {
                 .iter()
                 .position(|&b| b != byte)
                 .map_or(piece.len(), |p| start + p);
-            if end - start >= LONG_RUN + 2 * max_len
+            if end - start >= SHORT_RUN
                 && let Some(table) = self.run_counts(byte)
             {
                 runs.push((start..end, table));
+                long |= end - start >= LONG_RUN;
             }
             start = end;
         }
-        if runs.is_empty() {
+        if !long {
             return None;
         }
         let reverse = self
@@ -463,7 +466,7 @@ impl Vocab {
                             run_nodes_of = r;
                             run_nodes.clear();
                             run_nodes.push(0);
-                            for _ in 0..max_len {
+                            for _ in 0..max_len.min(range.len()) {
                                 let node = *run_nodes.last().expect("starts with the root");
                                 run_nodes.push(if node == u32::MAX {
                                     u32::MAX
@@ -1285,9 +1288,14 @@ fn affixed_run(piece: &[u8], min_run: usize) -> Option<std::ops::Range<usize>> {
         .then_some(start..end)
 }
 
-/// Runs of at least this many bytes plus twice the longest token make [`Vocab::count_with_runs`]
-/// count a piece.
-const LONG_RUN: usize = 64;
+/// Runs of at least this many bytes make [`Vocab::count_with_runs`] count a piece: on runs of
+/// a byte with many run tokens (`=`, `-`, `*`, `#`, ...) backtracking retries every run token at
+/// many positions.
+const LONG_RUN: usize = 32;
+
+/// Runs of at least this many bytes in a piece that [`Vocab::count_with_runs`] counts are
+/// counted as runs (shorter ones as any text).
+const SHORT_RUN: usize = 3;
 
 /// Longest head and tail around a run that [`RunCounts::count_affixed`] takes.
 const MAX_AFFIX: usize = 16;
