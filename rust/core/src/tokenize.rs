@@ -12,8 +12,12 @@
 //!    there, so they are dropped.
 //! 2. A piece that is itself a token counts 1 (one hash lookup, the common case); otherwise the
 //!    byte-pair merges run on the piece and only the number of parts is kept. Short pieces run
-//!    `tiktoken`'s merge loop on the stack; long ones (a run like `"a" * 1_000_000` is one piece)
-//!    the linear backtracking encoder of the `bpe` crate ([`Backtrack`]), so no input is slow.
+//!    `tiktoken`'s merge loop on the stack. Long ones rest on the prefix property of byte-pair
+//!    encoding (the `bpe` crate's basis, see `RunCounts`): a run of one byte (`"=" * 10**6`
+//!    is one piece) is counted in O(1) from a per-byte table and the period of its counts; a
+//!    piece with a run of `LONG_RUN` (32) bytes or more, whatever surrounds it, follows the prefix
+//!    recurrence and skips each long run by its table (`Vocab::count_with_runs`); any other
+//!    long piece runs the linear backtracking encoder of the `bpe` crate ([`Backtrack`]).
 //!
 //! Differential tests hold the counts to Python `tiktoken` and to `tiktoken-rs`.
 
