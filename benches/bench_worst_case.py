@@ -48,6 +48,8 @@ def adversarial() -> dict[str, str]:
         "random lowercase": "".join(rng.choice(letters) for _ in range(SIZE)),
         "words without spaces": "".join(rng.choice(words) for _ in range(SIZE // 6))[:SIZE],
         '"=" * 10^6': "=" * SIZE,
+        '" " + "=" * 10^6 + "\\n"': " " + "=" * SIZE + "\n",
+        '"=" and "-" runs of 700': ("=" * 700 + "-" * 700) * (SIZE // 1400),
         "random punctuation": "".join(rng.choice(punctuation) for _ in range(SIZE)),
         "spaces": " " * SIZE,
         "newlines": "\n" * SIZE,

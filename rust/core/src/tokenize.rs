@@ -12,8 +12,12 @@
 //!    there, so they are dropped.
 //! 2. A piece that is itself a token counts 1 (one hash lookup, the common case); otherwise the
 //!    byte-pair merges run on the piece and only the number of parts is kept. Short pieces run
-//!    `tiktoken`'s merge loop on the stack; long ones (a run like `"a" * 1_000_000` is one piece)
-//!    the linear backtracking encoder of the `bpe` crate ([`Backtrack`]), so no input is slow.
+//!    `tiktoken`'s merge loop on the stack. Long ones rest on the prefix property of byte-pair
+//!    encoding (the `bpe` crate's basis, see `RunCounts`): a run of one byte (`"=" * 10**6`
+//!    is one piece) is counted in O(1) from a per-byte table and the period of its counts; a
+//!    piece with a run of `LONG_RUN` (32) bytes or more, whatever surrounds it, follows the prefix
+//!    recurrence and skips each long run by its table (`Vocab::count_with_runs`); any other
+//!    long piece runs the linear backtracking encoder of the `bpe` crate ([`Backtrack`]).
 //!
 //! Differential tests hold the counts to Python `tiktoken` and to `tiktoken-rs`.
 
@@ -221,11 +225,49 @@ struct Vocab {
     slot: usize,
     /// The tables of the linear counter of long pieces, built on the first long piece.
     backtrack: OnceLock<Backtrack>,
+    /// The trie of the reversed tokens, built on the first piece with several long runs.
+    reverse: OnceLock<Trie>,
+    /// Counts of runs of one repeated byte, per byte, built on the first long run of that byte
+    /// (`None`: the run's counts were not found periodic within [`RUN_TABLE_LIMIT`] bytes).
+    runs: [OnceLock<Option<RunCounts>>; 256],
 }
 
 thread_local! {
     /// One lazy-DFA cache per thread and encoding (a cache belongs to one DFA).
     static DFA_CACHES: RefCell<[Option<Cache>; 4]> = const { RefCell::new([None, None, None, None]) };
+    /// One cache of compatible token pairs per thread and encoding, for [`Backtrack::count`].
+    static PAIR_CACHES: RefCell<[Option<PairCache>; 4]> = const { RefCell::new([None, None, None, None]) };
+}
+
+/// A direct-mapped cache of [`Backtrack::is_valid_pair`] answers: the same token pairs recur
+/// along a long piece (a random string over a small alphabet repeats a few thousand pairs), and
+/// an answer walks the merge trees of both tokens through a large hash table.
+struct PairCache {
+    /// `(left << 33) | (right << 1) | valid` at the slot of the pair's hash; `u64::MAX`: empty.
+    slots: Vec<u64>,
+}
+
+impl PairCache {
+    const SLOTS: usize = 1 << 15;
+
+    fn new() -> Self {
+        Self {
+            slots: vec![u64::MAX; Self::SLOTS],
+        }
+    }
+
+    #[inline]
+    fn is_valid_pair(&mut self, backtrack: &Backtrack, left: Rank, right: Rank) -> bool {
+        let key = (u64::from(left) << 33) | (u64::from(right) << 1);
+        let hash = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & (Self::SLOTS - 1);
+        let slot = self.slots[hash];
+        if slot | 1 == key | 1 && slot != u64::MAX {
+            return slot & 1 == 1;
+        }
+        let valid = backtrack.is_valid_pair(left, right);
+        self.slots[hash] = key | u64::from(valid);
+        valid
+    }
 }
 
 impl Vocab {
@@ -262,7 +304,16 @@ impl Vocab {
             family,
             slot,
             backtrack: OnceLock::new(),
+            reverse: OnceLock::new(),
+            runs: [const { OnceLock::new() }; 256],
         }
+    }
+
+    /// The counts of runs of `byte`, built on first use.
+    fn run_counts(&self, byte: u8) -> Option<&RunCounts> {
+        self.runs[byte as usize]
+            .get_or_init(|| RunCounts::new(&self.ranks, self.backtrack(), byte))
+            .as_ref()
     }
 
     fn backtrack(&self) -> &Backtrack {
@@ -313,15 +364,219 @@ impl Vocab {
         });
     }
 
+    /// Tokens of a piece that is one long run of a byte with a short head and tail, if it is one.
+    fn count_affixed_run(&self, piece: &[u8]) -> Option<usize> {
+        let backtrack = self.backtrack();
+        let run = affixed_run(piece, backtrack.max_len)?;
+        self.run_counts(piece[run.start])?
+            .count_affixed(&self.ranks, backtrack, piece, run)
+    }
+
+    /// Tokens of a piece with runs of one byte (any number of them, anywhere): the prefix
+    /// recurrence of [`RunCounts`] at every position. Inside a run of at least [`SHORT_RUN`]
+    /// bytes the tokens ending at a position are run tokens, checked with the run's `valid`
+    /// table, or (in its first bytes) tokens reaching into it from before; deep in a run, once
+    /// the window equals one of the table's, the run is skipped to its end. Elsewhere the tokens
+    /// ending at a position come from a walk of the reversed-token trie. `None` when the piece
+    /// has no run of [`LONG_RUN`] bytes (backtracking is faster there).
+    fn count_with_runs(&self, piece: &[u8]) -> Option<usize> {
+        const NOT_A_RUN: u8 = u8::MAX;
+        let backtrack = self.backtrack();
+        let max_len = backtrack.max_len;
+        let mut runs: Vec<(std::ops::Range<usize>, &RunCounts)> = Vec::new();
+        let mut long = false;
+        let mut start = 0;
+        while start < piece.len() {
+            let byte = piece[start];
+            let end = piece[start..]
+                .iter()
+                .position(|&b| b != byte)
+                .map_or(piece.len(), |p| start + p);
+            if end - start >= SHORT_RUN
+                && let Some(table) = self.run_counts(byte)
+            {
+                runs.push((start..end, table));
+                long |= end - start >= LONG_RUN;
+            }
+            start = end;
+        }
+        if !long {
+            return None;
+        }
+        let reverse = self
+            .reverse
+            .get_or_init(|| Trie::new(&Backtrack::tokens(&self.ranks), true));
+        let n = piece.len();
+        let mut last: Vec<Rank> = vec![Rank::MAX; n + 1];
+        let mut last_run: Vec<u8> = vec![NOT_A_RUN; n + 1];
+        let mut counts: Vec<u32> = vec![0; n + 1];
+        let mut steps: Vec<i64> = Vec::new();
+        let mut candidates: Vec<(usize, Rank)> = Vec::new();
+        // Nodes of the reversed trie after `k` bytes of the run `run_nodes_of` (`u32::MAX`: none).
+        let mut run_nodes: Vec<u32> = Vec::with_capacity(max_len + 1);
+        let mut run_nodes_of = usize::MAX;
+        PAIR_CACHES.with(|caches| {
+            let mut caches = caches.borrow_mut();
+            let pairs = caches[self.slot].get_or_insert_with(PairCache::new);
+            let mut compatible = |last: &[Rank], start: usize, rank: Rank| {
+                start == 0 || pairs.is_valid_pair(backtrack, last[start], rank)
+            };
+            let mut r = 0;
+            let mut i = 0;
+            while i < n {
+                i += 1;
+                while r < runs.len() && runs[r].0.end < i {
+                    r += 1;
+                }
+                let found = match runs.get(r) {
+                    Some((range, table)) if i >= range.start + max_len => {
+                        // Deep in the run, every 32 positions: if the window equals one of the
+                        // table's, the run repeats the table from there to its end.
+                        let at = i - 1;
+                        if at >= range.start + max_len + table.longest
+                            && (at - range.start) % 32 == 0
+                            && i + max_len + 64 < range.end
+                        {
+                            let window = at + 1 - table.longest..=at;
+                            if last_run[window.clone()].iter().all(|&x| x != NOT_A_RUN) {
+                                steps.clear();
+                                steps.extend(
+                                    window
+                                        .clone()
+                                        .map(|j| i64::from(counts[j]) - i64::from(counts[j - 1])),
+                                );
+                                if let Some(p) = table.find_window((&last_run[window], &steps)) {
+                                    let base = i64::from(counts[at]) - table.count(p) as i64;
+                                    for t in range.end - max_len..=range.end {
+                                        let q = p + t - at;
+                                        let index = table.last[table.reduce(q)];
+                                        last_run[t] = index;
+                                        last[t] = table.runs[index as usize].1;
+                                        counts[t] =
+                                            u32::try_from(base + table.count(q) as i64).ok()?;
+                                    }
+                                    i = range.end;
+                                    continue;
+                                }
+                            }
+                        }
+                        // Only run tokens end here (a longer token would start before the run).
+                        table
+                            .runs
+                            .iter()
+                            .enumerate()
+                            .rev()
+                            .find(|&(index, &(len, rank))| {
+                                // A run index before the run's first byte is another run's.
+                                match last_run[i - len] {
+                                    prev if prev != NOT_A_RUN && i - len > range.start => {
+                                        table.valid[prev as usize * table.runs.len() + index]
+                                    }
+                                    _ => compatible(&last, i - len, rank),
+                                }
+                            })
+                            .map(|(index, &(len, rank))| (len, rank, index as u8))
+                    }
+                    Some((range, table)) if i > range.start => {
+                        // Early in the run: run tokens, or tokens that start before the run,
+                        // found by walking back from the reversed trie's node of the run's part.
+                        if run_nodes_of != r {
+                            run_nodes_of = r;
+                            run_nodes.clear();
+                            run_nodes.push(0);
+                            for _ in 0..max_len.min(range.len()) {
+                                let node = *run_nodes.last().expect("starts with the root");
+                                run_nodes.push(if node == u32::MAX {
+                                    u32::MAX
+                                } else {
+                                    reverse.child(node, piece[range.start])
+                                });
+                            }
+                        }
+                        let inside = i - range.start;
+                        let from_run = table
+                            .runs
+                            .iter()
+                            .enumerate()
+                            .rev()
+                            .filter(|&(_, &(len, _))| len <= inside)
+                            .find(|&(index, &(len, rank))| {
+                                // A run index before the run's first byte is another run's.
+                                match last_run[i - len] {
+                                    prev if prev != NOT_A_RUN && i - len > range.start => {
+                                        table.valid[prev as usize * table.runs.len() + index]
+                                    }
+                                    _ => compatible(&last, i - len, rank),
+                                }
+                            })
+                            .map(|(index, &(len, rank))| (len, rank, index as u8));
+                        from_run.or_else(|| {
+                            let mut node = run_nodes[inside];
+                            let mut at = range.start;
+                            while node != u32::MAX && at > 0 {
+                                at -= 1;
+                                node = reverse.child(node, piece[at]);
+                                if node != u32::MAX {
+                                    let rank = reverse.node_rank[node as usize];
+                                    if rank != Rank::MAX && compatible(&last, at, rank) {
+                                        return Some((i - at, rank, NOT_A_RUN));
+                                    }
+                                }
+                            }
+                            None
+                        })
+                    }
+                    _ => {
+                        candidates.clear();
+                        let mut node = reverse.root[piece[i - 1] as usize];
+                        let mut at = i - 1;
+                        while node != u32::MAX {
+                            let rank = reverse.node_rank[node as usize];
+                            if rank != Rank::MAX {
+                                candidates.push((at, rank));
+                            }
+                            if at == 0 {
+                                break;
+                            }
+                            at -= 1;
+                            node = reverse.child(node, piece[at]);
+                        }
+                        candidates
+                            .iter()
+                            .rev()
+                            .find(|&&(start, rank)| compatible(&last, start, rank))
+                            .map(|&(start, rank)| (i - start, rank, NOT_A_RUN))
+                    }
+                };
+                let (len, rank, index) = found?;
+                last[i] = rank;
+                last_run[i] = index;
+                counts[i] = counts[i - len] + 1;
+            }
+            Some(counts[n] as usize)
+        })
+    }
+
     #[inline]
     fn piece_tokens(&self, piece: &[u8]) -> usize {
         if self.ranks.contains_key(piece) {
             1
         } else if piece.len() < SMALL_PIECE {
             merge_count_small(&self.ranks, piece)
+        } else if let Some(run) = single_byte_run(piece).and_then(|b| self.run_counts(b)) {
+            run.count(piece.len())
+        } else if let Some(count) = self.count_affixed_run(piece) {
+            count
+        } else if let Some(count) = self.count_with_runs(piece) {
+            count
         } else {
-            self.backtrack()
-                .count(piece)
+            let backtrack = self.backtrack();
+            PAIR_CACHES
+                .with(|caches| {
+                    let mut caches = caches.borrow_mut();
+                    let cache = caches[self.slot].get_or_insert_with(PairCache::new);
+                    backtrack.count(piece, cache)
+                })
                 .unwrap_or_else(|| merge_count_large(&self.ranks, piece))
         }
     }
@@ -457,6 +712,104 @@ fn merge_count_large(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
     count
 }
 
+/// A trie of the tokens (or of the reversed tokens), nodes numbered breadth first from the root
+/// (node 0), so the children of a node are the consecutive nodes
+/// `child_start[node]..child_start[node + 1]`: a lookup reads two flat arrays that mostly stay
+/// in cache, instead of a large hash table.
+struct Trie {
+    child_start: Vec<u32>,
+    /// The byte on the edge into each node (a node's children are in increasing byte order).
+    labels: Vec<u8>,
+    /// The root's children by byte (`u32::MAX`: none).
+    root: [u32; 256],
+    /// Rank of the token spelled by each node (`Rank::MAX`: a proper prefix only).
+    node_rank: Vec<Rank>,
+}
+
+impl Trie {
+    /// The trie of `tokens` (indexed by rank), read backwards if `reversed`.
+    fn new(tokens: &[&[u8]], reversed: bool) -> Self {
+        let mut children = FxHashMap::default();
+        children.reserve(tokens.len() * 4);
+        let mut node_rank = vec![Rank::MAX];
+        for (rank, token) in tokens.iter().enumerate() {
+            let mut node = 0u32;
+            let mut step = |byte: u8| {
+                let next = node_rank.len() as u32;
+                node = *children
+                    .entry((u64::from(node) << 8) | u64::from(byte))
+                    .or_insert_with(|| {
+                        node_rank.push(Rank::MAX);
+                        next
+                    });
+            };
+            if reversed {
+                token.iter().rev().for_each(|&b| step(b));
+            } else {
+                token.iter().for_each(|&b| step(b));
+            }
+            if !token.is_empty() {
+                node_rank[node as usize] = rank as Rank;
+            }
+        }
+        // Renumber breadth first: the children of a node become consecutive, sorted by byte.
+        let mut edges: Vec<(u64, u32)> = children.into_iter().collect();
+        edges.sort_unstable_by_key(|&(key, _)| key);
+        let nodes = node_rank.len();
+        let mut edge_start = vec![0u32; nodes + 1];
+        for &(key, _) in &edges {
+            edge_start[(key >> 8) as usize + 1] += 1;
+        }
+        for i in 0..nodes {
+            edge_start[i + 1] += edge_start[i];
+        }
+        let mut old_of_new: Vec<u32> = Vec::with_capacity(nodes);
+        old_of_new.push(0);
+        let mut labels = Vec::with_capacity(nodes);
+        labels.push(0u8);
+        let mut child_start = Vec::with_capacity(nodes + 1);
+        let mut node = 0;
+        while node < old_of_new.len() {
+            child_start.push(old_of_new.len() as u32);
+            let old = old_of_new[node] as usize;
+            for &(key, child) in &edges[edge_start[old] as usize..edge_start[old + 1] as usize] {
+                old_of_new.push(child);
+                labels.push(key as u8);
+            }
+            node += 1;
+        }
+        child_start.push(old_of_new.len() as u32);
+        let node_rank = old_of_new
+            .iter()
+            .map(|&old| node_rank[old as usize])
+            .collect();
+        let mut trie = Self {
+            child_start,
+            labels,
+            root: [u32::MAX; 256],
+            node_rank,
+        };
+        for byte in 0..=255u8 {
+            trie.root[byte as usize] = trie.child(0, byte);
+        }
+        trie
+    }
+
+    /// The child of `node` by `byte` (`u32::MAX`: none).
+    #[inline]
+    fn child(&self, node: u32, byte: u8) -> u32 {
+        let start = self.child_start[node as usize] as usize;
+        let end = self.child_start[node as usize + 1] as usize;
+        let labels = &self.labels[start..end];
+        let index = if labels.len() <= 16 {
+            labels.iter().position(|&label| label == byte)
+        } else {
+            labels.binary_search(&byte).ok()
+        };
+        index.map_or(u32::MAX, |i| (start + i) as u32)
+    }
+}
+
 /// Linear-time token counts of long pieces: the backtracking encoder of the `bpe` crate
 /// (github/rust-gems, MIT; the algorithm behind `bpe-openai`), on tables built from this
 /// vocabulary's ranks instead of that crate's serialized automata (which add ~50 MB).
@@ -469,56 +822,38 @@ fn merge_count_large(ranks: &FxHashMap<Vec<u8>, Rank>, piece: &[u8]) -> usize {
 /// position is abandoned at most once. For a vocabulary where every token byte-pair encodes to
 /// itself (tested for all four), the result is the byte-pair merge result, i.e. `tiktoken`'s.
 struct Backtrack {
-    /// The token trie: `(node << 8) | byte` to child node; node 0 is the root.
-    children: FxHashMap<u64, u32>,
-    /// The root's children by byte (every byte is a token, so all are present).
-    root: [u32; 256],
-    /// Rank of the token spelled by each trie node (`Rank::MAX`: a proper prefix only).
-    node_rank: Vec<Rank>,
+    /// The token trie.
+    trie: Trie,
     /// Byte length of each rank's token (0 for a rank that is not an ordinary token).
     token_len: Vec<u32>,
     /// The longest token that is a proper prefix of each rank's token (`Rank::MAX`: none).
     next_prefix: Vec<Rank>,
     /// The two tokens each token was merged from (itself twice for a single byte).
     split: Vec<(Rank, Rank)>,
+    /// The longest token's length in bytes.
+    max_len: usize,
     /// `(left << 32) | right` to the token the pair merges into, for every merge of `split`.
     pairs: FxHashMap<u64, Rank>,
 }
 
 impl Backtrack {
-    fn new(ranks: &FxHashMap<Vec<u8>, Rank>) -> Self {
+    /// The vocabulary's tokens indexed by rank (empty for a rank without a token).
+    fn tokens(ranks: &FxHashMap<Vec<u8>, Rank>) -> Vec<&[u8]> {
         let size = ranks.values().max().map_or(0, |&r| r as usize + 1);
         let mut tokens: Vec<&[u8]> = vec![&[]; size];
         for (bytes, &rank) in ranks {
             tokens[rank as usize] = bytes;
         }
-        let mut children = FxHashMap::default();
-        children.reserve(size * 4);
-        let mut node_rank = vec![Rank::MAX];
-        for (rank, token) in tokens.iter().enumerate() {
-            let mut node = 0u32;
-            for &byte in *token {
-                let next = node_rank.len() as u32;
-                node = *children
-                    .entry((u64::from(node) << 8) | u64::from(byte))
-                    .or_insert_with(|| {
-                        node_rank.push(Rank::MAX);
-                        next
-                    });
-            }
-            if !token.is_empty() {
-                node_rank[node as usize] = rank as Rank;
-            }
-        }
-        let mut root = [0u32; 256];
-        for (byte, slot) in root.iter_mut().enumerate() {
-            *slot = children.get(&(byte as u64)).copied().unwrap_or(u32::MAX);
-        }
+        tokens
+    }
+
+    fn new(ranks: &FxHashMap<Vec<u8>, Rank>) -> Self {
+        let tokens = Self::tokens(ranks);
+        let size = tokens.len();
         let mut this = Self {
-            children,
-            root,
-            node_rank,
+            trie: Trie::new(&tokens, false),
             token_len: tokens.iter().map(|t| t.len() as u32).collect(),
+            max_len: tokens.iter().map(|t| t.len()).max().unwrap_or(1),
             next_prefix: Vec::with_capacity(size),
             split: Vec::with_capacity(size),
             pairs: FxHashMap::default(),
@@ -555,24 +890,27 @@ impl Backtrack {
         this
     }
 
+    /// The child of trie `node` by `byte` (`u32::MAX`: none).
+    #[inline]
+    fn child(&self, node: u32, byte: u8) -> u32 {
+        self.trie.child(node, byte)
+    }
+
     /// The longest token that `text` starts with.
     #[inline]
     fn longest_match(&self, text: &[u8]) -> Option<Rank> {
         let (&first, rest) = text.split_first()?;
-        let mut node = self.root[first as usize];
+        let mut node = self.trie.root[first as usize];
         if node == u32::MAX {
             return None;
         }
-        let mut best = self.node_rank[node as usize];
+        let mut best = self.trie.node_rank[node as usize];
         for &byte in rest {
-            match self
-                .children
-                .get(&((u64::from(node) << 8) | u64::from(byte)))
-            {
-                Some(&child) => node = child,
-                None => break,
+            match self.child(node, byte) {
+                u32::MAX => break,
+                child => node = child,
             }
-            let rank = self.node_rank[node as usize];
+            let rank = self.trie.node_rank[node as usize];
             if rank != Rank::MAX {
                 best = rank;
             }
@@ -618,7 +956,7 @@ impl Backtrack {
     /// Number of tokens of `piece`, or `None` when the encoder gives up after
     /// [`BACKTRACK_TRIES_PER_BYTE`] candidate tokens per byte (long runs with many run-length
     /// tokens, such as `"=" * 10**6`, make it try each of them at many positions).
-    fn count(&self, piece: &[u8]) -> Option<usize> {
+    fn count(&self, piece: &[u8], pairs: &mut PairCache) -> Option<usize> {
         let mut budget = piece.len().saturating_mul(BACKTRACK_TRIES_PER_BYTE) + 64;
         // Bit `i` clear: no valid encoding of the rest starts at byte `i`.
         let mut open = vec![u64::MAX; (piece.len() + 1).div_ceil(64)];
@@ -631,7 +969,7 @@ impl Backtrack {
             loop {
                 budget = budget.checked_sub(1)?;
                 let end = pos + self.token_len[token as usize] as usize;
-                if is_open(&open, end) && last.is_none_or(|l| self.is_valid_pair(l, token)) {
+                if is_open(&open, end) && last.is_none_or(|l| pairs.is_valid_pair(self, l, token)) {
                     tokens.push(token);
                     pos = end;
                     next = self.longest_match(&piece[end..]);
@@ -650,6 +988,335 @@ impl Backtrack {
         Some(tokens.len())
     }
 }
+
+/// The byte `piece` repeats, if it is one byte repeated.
+#[inline]
+fn single_byte_run(piece: &[u8]) -> Option<u8> {
+    let (&first, rest) = piece.split_first()?;
+    rest.iter().all(|&b| b == first).then_some(first)
+}
+
+/// Runs of one byte are computed up to this length at most, looking for the period of their counts.
+const RUN_TABLE_LIMIT: usize = 1 << 14;
+
+/// Token counts of `byte * n` for every `n`, from a table and a period.
+///
+/// Byte-pair encoding has a prefix property (the `bpe` crate's basis): the last token of the
+/// encoding of `text[..i]` is the one token `t` ending at `i` that is compatible
+/// ([`Backtrack::is_valid_pair`]) with the last token of the encoding of `text[..i - len(t)]`,
+/// and the count is that prefix's count plus one. On a run `c * n` the tokens ending at `i` are
+/// the vocabulary's runs `c * k` (for `k <= i`), so once `i` is at least the longest of them the
+/// step from `i` to `i + 1` depends only on the last tokens and count increments of the
+/// previous `longest` positions. That window is a finite state of a deterministic recurrence:
+/// as soon as the window at `i2` equals the window at an earlier `i1 >= longest`, every later
+/// position repeats with period `p = i2 - i1`, and `count(n) = count(n - p) + (count(i2) -
+/// count(i1))` for `n >= i2`. The table holds the counts up to `i2`.
+#[derive(Debug)]
+struct RunCounts {
+    /// `counts[n]`: tokens of `c * n`, for `n <= i2`.
+    counts: Vec<u32>,
+    /// `i1`, the first position of the periodic part.
+    start: usize,
+    /// `i2 - i1`.
+    period: usize,
+    /// `count(i2) - count(i1)`.
+    delta: usize,
+    /// The byte.
+    byte: u8,
+    /// The vocabulary's runs of the byte: (length, rank), shortest first.
+    runs: Vec<(usize, Rank)>,
+    /// `valid[a * runs.len() + b]`: run token `a` followed by run token `b` is compatible.
+    valid: Vec<bool>,
+    /// `last[i]`: index in `runs` of the last token of `byte * i`, for `i <= i2`.
+    last: Vec<u8>,
+    /// `step[i]`: `count(i) - count(i - 1)`, for `i <= i2`.
+    step: Vec<i64>,
+    /// Positions `2 * longest <= i < i2` by the hash of their window (see [`window_hash`]).
+    windows: FxHashMap<u64, Vec<usize>>,
+    /// The longest run token's length, the window's length.
+    longest: usize,
+}
+
+/// The hash of a window of the run recurrence: last tokens (as run indices) and count steps.
+fn window_hash(window: (&[u8], &[i64])) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    std::hash::Hash::hash(&window, &mut hasher);
+    std::hash::Hasher::finish(&hasher)
+}
+
+impl RunCounts {
+    fn new(ranks: &FxHashMap<Vec<u8>, Rank>, backtrack: &Backtrack, byte: u8) -> Option<Self> {
+        // The vocabulary's runs of `byte`: lengths (shortest first) and ranks.
+        let mut runs: Vec<(usize, Rank)> = Vec::new();
+        let mut run = vec![byte];
+        let max_len = backtrack.token_len.iter().copied().max().unwrap_or(1) as usize;
+        while run.len() <= max_len {
+            if let Some(&rank) = ranks.get(&run) {
+                runs.push((run.len(), rank));
+            }
+            run.push(byte);
+        }
+        if runs.first().is_none_or(|&(len, _)| len != 1) {
+            return None;
+        }
+        let longest = runs.last().map_or(1, |&(len, _)| len);
+        // valid[a * runs.len() + b]: run token `a` followed by run token `b` is compatible.
+        let mut valid = vec![false; runs.len() * runs.len()];
+        for (a, &(_, left)) in runs.iter().enumerate() {
+            for (b, &(_, right)) in runs.iter().enumerate() {
+                valid[a * runs.len() + b] = backtrack.is_valid_pair(left, right);
+            }
+        }
+        // last[i]: index in `runs` of the last token of `c * i`; step[i]: count(i) - count(i-1).
+        let mut last = vec![u8::MAX; 1];
+        let mut counts = vec![0u32];
+        let mut step = vec![0i64];
+        // Positions by the hash of their window (windows compared in full on a hash match).
+        let mut windows: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+        for i in 1..=RUN_TABLE_LIMIT {
+            let mut found = None;
+            for (index, &(len, _)) in runs.iter().enumerate().rev() {
+                if len > i {
+                    continue;
+                }
+                if len == i || valid[last[i - len] as usize * runs.len() + index] {
+                    found = Some((index, len));
+                    break;
+                }
+            }
+            let (index, len) = found?;
+            let count = counts[i - len] + 1;
+            last.push(u8::try_from(index).ok()?);
+            step.push(i64::from(count) - i64::from(counts[i - 1]));
+            counts.push(count);
+            if i >= 2 * longest {
+                // (Any `i1 >= longest` works; twice that is a margin.)
+                let window =
+                    |at: usize| (&last[at + 1 - longest..=at], &step[at + 1 - longest..=at]);
+                let hash = window_hash(window(i));
+                let earlier = windows.entry(hash).or_default();
+                if let Some(&start) = earlier.iter().find(|&&at| window(at) == window(i)) {
+                    let delta = (counts[i] - counts[start]) as usize;
+                    return Some(Self {
+                        counts,
+                        start,
+                        period: i - start,
+                        delta,
+                        byte,
+                        runs,
+                        valid,
+                        last,
+                        step,
+                        windows,
+                        longest,
+                    });
+                }
+                earlier.push(i);
+            }
+        }
+        None
+    }
+
+    /// The position of the table in the same state as position `n` of the run.
+    #[inline]
+    fn reduce(&self, n: usize) -> usize {
+        if n < self.counts.len() {
+            n
+        } else {
+            n - (n - self.start) / self.period * self.period
+        }
+    }
+
+    /// The table position whose window equals `window`, if any.
+    fn find_window(&self, window: (&[u8], &[i64])) -> Option<usize> {
+        let at = self.windows.get(&window_hash(window))?;
+        at.iter().copied().find(|&p| {
+            (
+                &self.last[p + 1 - self.longest..=p],
+                &self.step[p + 1 - self.longest..=p],
+            ) == window
+        })
+    }
+
+    /// Tokens of the run of length `n`.
+    #[inline]
+    fn count(&self, n: usize) -> usize {
+        if n < self.counts.len() {
+            self.counts[n] as usize
+        } else {
+            let periods = (n - self.start) / self.period;
+            self.counts[n - periods * self.period] as usize + periods * self.delta
+        }
+    }
+
+    /// Tokens of `piece = head + byte * m + tail` (`run = head.len()..head.len() + m`, `m` at
+    /// least the longest token, so no token spans the whole run): the same prefix recurrence as
+    /// [`RunCounts::new`] at every position, with the tokens ending at a position enumerated
+    /// from the structure of the piece. Inside the run, run tokens are checked with the `valid`
+    /// table, so a position costs a few table reads. `None` if no token ending at a position is
+    /// compatible (impossible for a vocabulary whose tokens merge to themselves).
+    fn count_affixed(
+        &self,
+        ranks: &FxHashMap<Vec<u8>, Rank>,
+        backtrack: &Backtrack,
+        piece: &[u8],
+        run: std::ops::Range<usize>,
+    ) -> Option<usize> {
+        const NOT_A_RUN: u8 = u8::MAX;
+        let n = piece.len();
+        let (head, end) = (run.start, run.end);
+        // (end, rank) of the tokens that start in the head and end inside the run.
+        let mut straddling: Vec<(usize, Rank)> = Vec::new();
+        for start in 0..head {
+            let mut node = backtrack.trie.root[piece[start] as usize];
+            let mut at = start + 1;
+            while node != u32::MAX && at <= end {
+                let rank = backtrack.trie.node_rank[node as usize];
+                if rank != Rank::MAX && at > head {
+                    straddling.push((at, rank));
+                }
+                if at == end {
+                    break;
+                }
+                node = backtrack.child(node, piece[at]);
+                at += 1;
+            }
+        }
+        // (end, rank) of the tokens `byte * k + tail[..j]` (start in the run, end in the tail).
+        let mut into_tail: Vec<(usize, Rank)> = Vec::new();
+        let mut node = backtrack.trie.root[self.byte as usize];
+        let mut k = 1;
+        while node != u32::MAX && k <= end - head {
+            let mut inner = node;
+            for (at, &b) in piece.iter().enumerate().skip(end) {
+                inner = backtrack.child(inner, b);
+                if inner == u32::MAX {
+                    break;
+                }
+                let rank = backtrack.trie.node_rank[inner as usize];
+                if rank != Rank::MAX {
+                    into_tail.push((at + 1, rank));
+                }
+            }
+            node = backtrack.child(node, self.byte);
+            k += 1;
+        }
+        let mut last: Vec<Rank> = vec![Rank::MAX; n + 1];
+        let mut last_run: Vec<u8> = vec![NOT_A_RUN; n + 1];
+        let mut counts: Vec<u32> = vec![0; n + 1];
+        let token_len = |rank: Rank| backtrack.token_len[rank as usize] as usize;
+        let compatible = |last: &[Rank], at: usize, rank: Rank| {
+            at == 0 || backtrack.is_valid_pair(last[at], rank)
+        };
+        // Steps of the window at a position, for matching it against the table's windows.
+        let mut steps: Vec<i64> = Vec::with_capacity(self.longest);
+        let mut i = 0;
+        while i < n {
+            i += 1;
+            // Deep in the run, every 32 positions: if the window equals one of the table's, the
+            // rest of the run repeats the table from there, up to the tail.
+            if i > head + 2 * self.longest
+                && (i - 1 - head) % 32 == 0
+                && i + backtrack.max_len + 64 < end
+            {
+                let at = i - 1;
+                let window = at + 1 - self.longest..=at;
+                if last_run[window.clone()].iter().all(|&r| r != NOT_A_RUN) {
+                    steps.clear();
+                    steps.extend(
+                        window
+                            .clone()
+                            .map(|j| i64::from(counts[j]) - i64::from(counts[j - 1])),
+                    );
+                    if let Some(p) = self.find_window((&last_run[window], &steps)) {
+                        let base = i64::from(counts[at]) - self.count(p) as i64;
+                        for t in end - backtrack.max_len..=end {
+                            let q = p + t - at;
+                            let index = self.last[self.reduce(q)];
+                            last_run[t] = index;
+                            last[t] = self.runs[index as usize].1;
+                            counts[t] = u32::try_from(base + self.count(q) as i64).ok()?;
+                        }
+                        i = end;
+                        continue;
+                    }
+                }
+            }
+            let mut found: Option<(Rank, u8)> = None;
+            if i > head && i <= end {
+                for (index, &(len, rank)) in self.runs.iter().enumerate().rev() {
+                    if len > i - head {
+                        continue;
+                    }
+                    let before = i - len;
+                    let ok = match last_run[before] {
+                        NOT_A_RUN => compatible(&last, before, rank),
+                        prev => self.valid[prev as usize * self.runs.len() + index],
+                    };
+                    if ok {
+                        found = Some((rank, index as u8));
+                        break;
+                    }
+                }
+                if found.is_none() && i - head < backtrack.max_len {
+                    found = straddling
+                        .iter()
+                        .filter(|&&(at, _)| at == i)
+                        .find(|&&(_, rank)| compatible(&last, i - token_len(rank), rank))
+                        .map(|&(_, rank)| (rank, NOT_A_RUN));
+                }
+            } else {
+                // In the head or the tail: tokens within it, then (tail) those from the run.
+                let from = if i <= head { 0 } else { end };
+                found = (from..i)
+                    .filter_map(|start| ranks.get(&piece[start..i]).map(|&r| (start, r)))
+                    .find(|&(start, rank)| compatible(&last, start, rank))
+                    .map(|(_, rank)| (rank, NOT_A_RUN));
+                if found.is_none() && i > end {
+                    found = into_tail
+                        .iter()
+                        .filter(|&&(at, _)| at == i)
+                        .find(|&&(_, rank)| compatible(&last, i - token_len(rank), rank))
+                        .map(|&(_, rank)| (rank, NOT_A_RUN));
+                }
+            }
+            let (rank, run_index) = found?;
+            last[i] = rank;
+            last_run[i] = run_index;
+            counts[i] = counts[i - token_len(rank)] + 1;
+        }
+        Some(counts[n] as usize)
+    }
+}
+
+/// `(head, byte, tail)` when `piece` is a run of one byte of at least `min_run` bytes with at
+/// most [`MAX_AFFIX`] bytes before and after it.
+fn affixed_run(piece: &[u8], min_run: usize) -> Option<std::ops::Range<usize>> {
+    let middle = piece.len() / 2;
+    let byte = *piece.get(middle)?;
+    let start = piece[..middle]
+        .iter()
+        .rposition(|&b| b != byte)
+        .map_or(0, |p| p + 1);
+    let end = piece[middle..]
+        .iter()
+        .position(|&b| b != byte)
+        .map_or(piece.len(), |p| middle + p);
+    (start <= MAX_AFFIX && piece.len() - end <= MAX_AFFIX && end - start >= min_run)
+        .then_some(start..end)
+}
+
+/// Runs of at least this many bytes make [`Vocab::count_with_runs`] count a piece: on runs of
+/// a byte with many run tokens (`=`, `-`, `*`, `#`, ...) backtracking retries every run token at
+/// many positions.
+const LONG_RUN: usize = 32;
+
+/// Runs of at least this many bytes in a piece that [`Vocab::count_with_runs`] counts are
+/// counted as runs (shorter ones as any text).
+const SHORT_RUN: usize = 3;
+
+/// Longest head and tail around a run that [`RunCounts::count_affixed`] takes.
+const MAX_AFFIX: usize = 16;
 
 /// Candidate tokens per byte the backtracking encoder may try before the heap merge takes over.
 const BACKTRACK_TRIES_PER_BYTE: usize = 4;
@@ -978,7 +1645,7 @@ mod tests {
                 for _ in 0..parts {
                     piece.push_str(alphabet[rng.below(alphabet.len())]);
                 }
-                let got = backtrack.count(piece.as_bytes());
+                let got = backtrack.count(piece.as_bytes(), &mut PairCache::new());
                 let expected = merge_count_large(&vocab.ranks, piece.as_bytes());
                 assert!(
                     got.is_none_or(|n| n == expected),
@@ -991,7 +1658,7 @@ mod tests {
             for _ in 0..200 {
                 let len = 1 + rng.below(600);
                 let bytes: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
-                let got = backtrack.count(&bytes);
+                let got = backtrack.count(&bytes, &mut PairCache::new());
                 let expected = merge_count_large(&vocab.ranks, &bytes);
                 assert!(
                     got.is_none_or(|n| n == expected),
@@ -1024,6 +1691,163 @@ mod tests {
                     encoding.name(),
                     &text[..8]
                 );
+            }
+        }
+    }
+
+    /// ASCII punctuation, the characters `[^\s\p{L}\p{N}]+` pieces are made of.
+    const PUNCTUATION: &str = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
+
+    #[test]
+    fn runs_of_one_byte_count_like_tiktoken_rs() {
+        // Every ASCII byte's run table against the byte-pair merges: `tiktoken-rs` itself up to
+        // 300 bytes and at a few long lengths, the heap merge (equal to it) at every 37th length
+        // up to 5000.
+        for encoding in Encoding::ALL {
+            let vocab = encoding.vocab();
+            for byte in 1..128u8 {
+                let Some(run) = vocab.run_counts(byte) else {
+                    continue;
+                };
+                assert_eq!(run.count(1), 1);
+                for n in (2..=300).chain([4096, 4999, 5000]) {
+                    let piece = vec![byte; n];
+                    let expected = tiktoken_rs::byte_pair_split(&piece, &vocab.ranks).len();
+                    assert_eq!(run.count(n), expected, "{} {byte} * {n}", encoding.name());
+                }
+                for n in (301..5000).step_by(37).chain([100_000]) {
+                    let piece = vec![byte; n];
+                    let expected = merge_count_large(&vocab.ranks, &piece);
+                    assert_eq!(run.count(n), expected, "{} {byte} * {n}", encoding.name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_punctuation_run_has_a_table() {
+        for encoding in Encoding::ALL {
+            for byte in PUNCTUATION.bytes().chain(*b" \n\tax") {
+                assert!(
+                    encoding.vocab().run_counts(byte).is_some(),
+                    "{} {:?}",
+                    encoding.name(),
+                    byte as char
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn affixed_runs_count_like_the_merges() {
+        // Runs with up to 16 bytes before and after (any bytes, runs of them included), short
+        // enough to be computed position by position and long enough to use the table's period.
+        let mut rng = Lcg(1818);
+        let alphabet: Vec<u8> = PUNCTUATION.bytes().chain(*b" \n\t/xa\xc3\xa9").collect();
+        for encoding in Encoding::ALL {
+            let vocab = encoding.vocab();
+            let backtrack = vocab.backtrack();
+            let mut checked = 0;
+            for round in 0..300 {
+                let byte = alphabet[rng.below(alphabet.len())];
+                let affix = |rng: &mut Lcg| -> Vec<u8> {
+                    let len = rng.below(MAX_AFFIX + 1);
+                    let other = alphabet[rng.below(alphabet.len())];
+                    (0..len)
+                        .map(|_| {
+                            if rng.below(3) == 0 {
+                                other
+                            } else {
+                                alphabet[rng.below(alphabet.len())]
+                            }
+                        })
+                        .collect()
+                };
+                let head = affix(&mut rng);
+                let tail = affix(&mut rng);
+                let m = backtrack.max_len + rng.below(if round % 3 == 0 { 4000 } else { 400 });
+                let piece = [head, vec![byte; m], tail].concat();
+                let Some(run) = affixed_run(&piece, backtrack.max_len) else {
+                    continue;
+                };
+                let Some(table) = vocab.run_counts(piece[run.start]) else {
+                    continue;
+                };
+                let got = table.count_affixed(&vocab.ranks, backtrack, &piece, run);
+                let expected = merge_count_large(&vocab.ranks, &piece);
+                assert_eq!(got, Some(expected), "{} on {piece:?}", encoding.name());
+                checked += 1;
+            }
+            assert!(checked > 200, "{}: {checked}", encoding.name());
+        }
+    }
+
+    #[test]
+    fn pieces_with_several_runs_count_like_the_merges() {
+        // Runs of random lengths (long ones among them) between random bytes.
+        let mut rng = Lcg(18_18);
+        let alphabet: Vec<u8> = PUNCTUATION.bytes().chain(*b" \n\t/xa\xc3\xa9").collect();
+        for encoding in Encoding::ALL {
+            let vocab = encoding.vocab();
+            let mut checked = 0;
+            for _ in 0..120 {
+                let mut piece = Vec::new();
+                for _ in 0..1 + rng.below(5) {
+                    let byte = alphabet[rng.below(alphabet.len())];
+                    let len = [
+                        1 + rng.below(40),
+                        30 + rng.below(170),
+                        200 + rng.below(400),
+                        400 + rng.below(1500),
+                    ][rng.below(4)];
+                    piece.extend(std::iter::repeat_n(byte, len));
+                    for _ in 0..rng.below(6) {
+                        piece.push(alphabet[rng.below(alphabet.len())]);
+                    }
+                }
+                let Some(got) = vocab.count_with_runs(&piece) else {
+                    continue;
+                };
+                let expected = merge_count_large(&vocab.ranks, &piece);
+                assert_eq!(got, expected, "{} on {piece:?}", encoding.name());
+                checked += 1;
+            }
+            assert!(checked > 50, "{}: {checked}", encoding.name());
+        }
+    }
+
+    #[test]
+    fn punctuation_runs_in_text_count_like_tiktoken_rs() {
+        // Whole texts through the split pattern: runs alone, after a space or a letter, before
+        // newlines and slashes, and two runs in one piece.
+        let mut rng = Lcg(18);
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let t = Tokenizer::from_encoding(encoding);
+            for c in PUNCTUATION.chars() {
+                let d = PUNCTUATION
+                    .chars()
+                    .nth(rng.below(PUNCTUATION.len()))
+                    .unwrap();
+                let n = 1 + rng.below(3000);
+                let run = c.to_string().repeat(n);
+                for text in [
+                    run.clone(),
+                    format!(" {run}"),
+                    format!("x{run}"),
+                    format!("{run}\n\n"),
+                    format!("{run}//"),
+                    format!("{run}{}", d.to_string().repeat(1 + rng.below(500))),
+                    format!("{}{run}", d.to_string().repeat(1 + rng.below(500))),
+                    format!("a {run} b {run}"),
+                ] {
+                    assert_eq!(
+                        t.count(&text),
+                        t.encode(&text).len(),
+                        "{} on {c:?} * {n} in {:?}...",
+                        encoding.name(),
+                        &text[..text.len().min(12)]
+                    );
+                }
             }
         }
     }
