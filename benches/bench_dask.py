@@ -29,7 +29,7 @@ from ctxwindow import scoring  # noqa: E402
 from ctxwindow import dask as cdask  # noqa: E402
 
 CURRENT = 5_000
-PER_FILE = 2_000_000
+PER_FILE = 10_000_000
 SAMPLE = 10_000_000
 
 
@@ -83,7 +83,7 @@ def on_cluster(path: Path, n: int, workers: int, total_tokens: int) -> dict[str,
     import dask.dataframe as dd
     from distributed import Client, LocalCluster, wait
 
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                       silence_logs=logging.ERROR) as cluster, Client(cluster):
         flags: dict[str, Any] = {"pinned": "pinned", "content_type": "content_type"}
         target = int(total_tokens * 0.3)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ctxwindow import scoring
+from ctxwindow import _native, scoring
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError, MissingDependencyError
 
 __all__ = ["SCORE_COLUMNS", "score", "select_evictions"]
@@ -48,7 +48,6 @@ SCORE_COLUMNS = (
 )
 
 _BITS = 16
-_BINS = 1 << _BITS
 _FAN_IN = 8
 # A boundary bin of at most this many items is sorted on the client instead of refined further.
 _CANDIDATES = 1 << 22
@@ -114,7 +113,7 @@ def _score_frame(part: Any, policy: str, current_turn: int, params: Any, mapping
 
     data = {ours: _aligned(part[theirs]) for ours, theirs in mapping.items()}
     values = scoring.score(policy, current_turn=current_turn, params=params, data=data, threads=1)
-    return pd.Series(values, index=part.index, name="score", dtype=np.float64)
+    return pd.Series(values, index=part.index, name="score", copy=False)  # no copy of the scores
 
 
 def score(
@@ -152,17 +151,9 @@ def score(
 
 
 def _keys(values: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
-    """Order-preserving integer keys of float64 scores (-0.0 maps to the key of 0.0)."""
-    keys = np.add(values, 0.0).view(np.uint64)  # -0.0 + 0.0 is 0.0
-    signed = keys.view(np.int64)
-    flip = np.empty(max(min(len(keys), 1 << 16), 1), dtype=np.int64)
-    for start in range(0, len(keys), len(flip)):  # in cache-sized blocks, one temporary
-        block = signed[start:start + len(flip)]
-        mask = flip[:len(block)]
-        np.right_shift(block, 63, out=mask)  # all ones for negative scores, else zero
-        np.bitwise_or(mask, np.int64(-(1 << 63)), out=mask)
-        np.bitwise_xor(block, mask, out=block)
-    return keys
+    """Order-preserving integer keys of float64 scores (-0.0 maps to the key of 0.0), the keys
+    the local selection orders by, in one native pass."""
+    return _native.order_keys(np.require(values, np.float64, ["C", "A"]))
 
 
 def _prepare(part: Any, scores: Any, tokens: str | None, pinned: str | None, content_type: str | None) -> Any:
@@ -201,36 +192,18 @@ def _stats(part: Any) -> tuple[int, int, int, int]:
     return len(keys), int(nan[0]) if nan.size else -1, negative, value
 
 
-def _bin_sums(bins: npt.NDArray[np.intp], weights: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    if weights.size == 0:
-        return np.zeros(_BINS, dtype=np.int64)
-    if float(weights.sum(dtype=np.float64)) < 2.0**52:  # float64 sums of integers are exact
-        return np.bincount(bins, weights=weights, minlength=_BINS).astype(np.int64)
-    sums = np.zeros(_BINS, dtype=np.int64)
-    np.add.at(sums, bins, weights)
-    return sums
-
-
-def _region(part: Any, level: int, prefix: int, by_tokens: bool) -> tuple[Any, Any]:
-    keys = part["key"].to_numpy()
-    mask = part["evictable"].to_numpy() if by_tokens else None
-    if level:
-        inside = keys >> np.uint64(64 - _BITS * level) == np.uint64(prefix)
-        mask = inside if mask is None else mask & inside
-    tokens = part["tokens"].to_numpy() if by_tokens else None
-    if mask is not None:
-        keys = keys[mask]
-        tokens = None if tokens is None else tokens[mask]
-    return keys, tokens
+def _native_array(column: Any, dtype: Any) -> Any:
+    """A column as the native code reads it: contiguous and aligned (copied only if not)."""
+    return np.require(column.to_numpy(), dtype, ["C", "A"])
 
 
 def _histogram(part: Any, level: int, prefix: int, by_tokens: bool) -> tuple[Any, Any]:
-    """Counts (and token sums) of the keys under ``prefix`` by their next 16 bits."""
-    keys, tokens = _region(part, level, prefix, by_tokens)
-    shift = np.uint64(64 - _BITS * (level + 1))
-    bins = ((keys >> shift) & np.uint64(_BINS - 1)).astype(np.intp)
-    counts = np.bincount(bins, minlength=_BINS).astype(np.int64)
-    return counts, (_bin_sums(bins, tokens) if tokens is not None else None)
+    """Counts (and token sums) of the keys under ``prefix`` by their next 16 bits (evictable
+    items only when selecting by tokens), in one native pass without temporaries."""
+    keys = _native_array(part["key"], np.uint64)
+    mask = _native_array(part["evictable"], np.bool_).view(np.uint8) if by_tokens else None
+    tokens = _native_array(part["tokens"], np.int64) if by_tokens else None
+    return _native.key_histogram(keys, mask, tokens, level, prefix)
 
 
 def _candidates(part: Any, level: int, prefix: int, by_tokens: bool) -> tuple[Any, Any, Any]:
@@ -536,8 +509,9 @@ def score_parquet(
     scores = score(ddf, policy, current_turn=current_turn, params=params)
     cluster = None
     if scheduler is None:
+        # The scheduler's HTTP server on any free port (None would still take 8787, or warn).
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None, silence_logs=logging.ERROR)
+                               processes=True, dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     try:
         with Client(cluster if cluster is not None else scheduler) as client:
             scores = scores.persist()
