@@ -3,8 +3,10 @@ Parquet store (10^8 items by default; `python benches/bench_dask.py ITEMS`) on l
 1 and 2 worker processes, against the single-process kernel measured in the same run:
 
 - per-worker throughput (items per second per worker) of scoring and of selection (30% ratio and a
-  token target of 30% of the tokens), with the store already in the workers' memory (kernel +
-  scheduling) and end to end from Parquet (read + score + select);
+  token target of 30% of the tokens), with the store already in the workers' memory (read from
+  Parquet by the workers and persisted before timing: kernel + scheduling, no transfer from the
+  client) and end to end from Parquet (read + score + select); one partition per file of
+  PER_FILE items, so a task's work (tens of ms) dwarfs the ~5 ms a task costs the scheduler;
 - the scheduling overhead per partition (no-op tasks over 2,000 partitions);
 - a projection, with its arithmetic, for 10^10 items on 100 workers.
 """
@@ -12,6 +14,7 @@ Parquet store (10^8 items by default; `python benches/bench_dask.py ITEMS`) on l
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -64,7 +67,7 @@ def timed(call: Any) -> tuple[float, Any]:
 
 def single_process() -> dict[str, float]:
     """ns per item of the kernel on one core (scoring, a new output array per call as on the
-    workers) and of the local selection, on 10^7 items."""
+    workers) and of the local selection, on 10^7 items (one thread: see main)."""
     cols = columns(SAMPLE, 99)
     # The same columns the workers read (tokens checked, pinned and system prompts scored +inf).
     score_s = best_seconds(lambda: scoring.score("retention", current_turn=CURRENT, threads=1, data=cols),
@@ -129,6 +132,9 @@ def on_cluster(path: Path, n: int, workers: int, total_tokens: int) -> dict[str,
 
 def main() -> None:
     n = int(float(sys.argv[1])) if len(sys.argv) > 1 else 100_000_000
+    # One core per process: the single-process selection on one thread (set before the native
+    # thread pool starts), like each worker (one thread per worker).
+    os.environ["RAYON_NUM_THREADS"] = "1"
     directory = Path(tempfile.mkdtemp(prefix="ctxwindow-bench-dask-"))
     try:
         generate_s, size = timed(lambda: generate(directory, n))

@@ -14,9 +14,11 @@ that small is never reached, the histograms narrow the boundary down to one key 
 the items at that key breaks ties by global position (the row order of the frame). The eviction
 order is by score, then position, so the selected rows sorted that way are the local result.
 
-Passes over the persisted keys: one for the partition lengths and input checks, one histogram
-pass per 16 bits needed (one at typical sizes, at most four), one for the boundary bin's items or
-the ties at the boundary key, and the lazy marking pass. Memory per worker: 17 bytes per item of
+Passes over the persisted keys (the keys and histograms in native code, one pass each, no
+temporaries): one for the partition lengths and input checks and the first histogram, in one
+round of tasks; one histogram pass per further 16 bits needed (none at typical sizes, at most
+three), one for the boundary bin's items or the ties at the boundary key, and the lazy marking
+pass. Memory per worker: 17 bytes per item of
 its own partitions plus 1 MB per histogram task; the client holds at most 2^22 candidates.
 """
 
@@ -266,11 +268,25 @@ def _mark(part: Any, below: int | None, key: int | None, quotas: list[tuple[int,
     return pd.Series(chosen, index=part.index, name="evict")
 
 
-def _compute_sum(dask: Any, parts: list[Any]) -> tuple[Any, Any]:
+def _sum_tree(dask: Any, parts: list[Any]) -> Any:
+    """The histograms ``parts`` summed in a tree of fan-in ``_FAN_IN`` on the cluster."""
     while len(parts) > 1:
         parts = [dask.delayed(_add)(*parts[i:i + _FAN_IN]) for i in range(0, len(parts), _FAN_IN)]
-    (total,) = dask.compute(parts[0])
+    return parts[0]
+
+
+def _compute_sum(dask: Any, parts: list[Any]) -> tuple[Any, Any]:
+    (total,) = dask.compute(_sum_tree(dask, parts))
     return total  # type: ignore[no-any-return]
+
+
+def _first_histogram(part: Any, stats: tuple[int, int, int, int], by_tokens: bool) -> tuple[Any, Any]:
+    """The level-0 histogram, computed in the same round as the checks: empty when they failed
+    (the caller reports the failure with its global position)."""
+    if stats[1] >= 0 or stats[2] >= 0:
+        empty = np.zeros(1 << _BITS, dtype=np.int64)
+        return empty, (empty if by_tokens else None)
+    return _histogram(part, 0, 0, by_tokens)  # type: ignore[no-any-return]
 
 
 def _column_name(frame_columns: Sequence[str], value: Any, name: str) -> str | None:
@@ -350,7 +366,10 @@ def select_evictions(
     keyed = dd.map_partitions(_prepare, ddf, scores, tokens_name, pinned_name, type_name,
                               meta=meta, align_dataframes=False, enforce_metadata=False).persist()
     parts = keyed.to_delayed()
-    stats = dask.compute(*[dask.delayed(_stats)(p) for p in parts])
+    # One round for the checks and the first histogram (passes over keys on the workers).
+    checks = [dask.delayed(_stats)(p) for p in parts]
+    first = _sum_tree(dask, [dask.delayed(_first_histogram)(p, c, by_tokens) for p, c in zip(parts, checks)])
+    *stats, first_sum = dask.compute(*checks, first)
     offsets = np.concatenate([[0], np.cumsum([s[0] for s in stats])]).tolist()
     n = int(offsets[-1])
     for at, (_, nan, _, _) in enumerate(stats):
@@ -382,7 +401,8 @@ def select_evictions(
             return marked(0, None, none)
     prefix = 0
     for level in range(64 // _BITS):
-        counts, sums = _compute_sum(dask, [dask.delayed(_histogram)(p, level, prefix, by_tokens) for p in parts])
+        counts, sums = first_sum if level == 0 else _compute_sum(
+            dask, [dask.delayed(_histogram)(p, level, prefix, by_tokens) for p in parts])
         cum_counts = np.cumsum(counts)
         shift = 64 - _BITS * (level + 1)
         if by_tokens:
