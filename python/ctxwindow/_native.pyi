@@ -19,6 +19,8 @@ __all__ = [
     "image_tokens",
     "score_columns",
     "select_columns",
+    "order_keys",
+    "key_histogram",
 ]
 
 @final

@@ -286,7 +286,7 @@ def _first_histogram(part: Any, stats: tuple[int, int, int, int], by_tokens: boo
     if stats[1] >= 0 or stats[2] >= 0:
         empty = np.zeros(1 << _BITS, dtype=np.int64)
         return empty, (empty if by_tokens else None)
-    return _histogram(part, 0, 0, by_tokens)  # type: ignore[no-any-return]
+    return _histogram(part, 0, 0, by_tokens)
 
 
 def _column_name(frame_columns: Sequence[str], value: Any, name: str) -> str | None:
