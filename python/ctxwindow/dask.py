@@ -18,8 +18,8 @@ Passes over the persisted keys (the keys and histograms in native code, one pass
 temporaries): one for the partition lengths and input checks and the first histogram, in one
 round of tasks; one histogram pass per further 16 bits needed (none at typical sizes, at most
 three), one for the boundary bin's items or the ties at the boundary key, and the lazy marking
-pass. Memory per worker: 17 bytes per item of
-its own partitions plus 1 MB per histogram task; the client holds at most 2^22 candidates.
+pass. Memory per worker: 17 bytes per item of its own partitions plus 1 MB per histogram task;
+the client holds at most 2^22 candidates. Token sums are exact below 2^63 tokens in all.
 """
 
 from __future__ import annotations
