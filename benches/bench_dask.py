@@ -93,12 +93,12 @@ def on_cluster(path: Path, n: int, workers: int, total_tokens: int) -> dict[str,
         source = dd.read_parquet(str(path))
         partitions = source.npartitions
         ddf = source
-        # The store in the workers' memory: scoring, then each selection; best of two rounds
+        # The store in the workers' memory: scoring, then each selection; best of three rounds
         # (the first also warms the workers up), each with its own scores so nothing is cached.
         ddf = ddf.persist()
         wait(ddf)
         rounds = []
-        for turn in (CURRENT + 1, CURRENT):
+        for turn in (CURRENT + 2, CURRENT + 1, CURRENT):
 
             def scored(turn: int = turn) -> Any:
                 persisted = cdask.score(ddf, "retention", current_turn=turn).persist()
