@@ -30,7 +30,9 @@ NOW = 100
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Client]:
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    # Port 0: any free port. With dashboard_address=None the scheduler's HTTP server still takes
+    # 8787 when it is free and warns (an error here) when another cluster holds it.
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         yield client
 

@@ -133,3 +133,55 @@ def test_parallel_selection_equals_a_full_sort() -> None:
             target = int(tokens.sum() * fraction)
             got = select_evictions(scores, tokens, pinned=pinned, target_free_tokens=target)
             assert got.tolist() == reference(scores, tokens, pinned, None, target, 0)
+
+
+# --- the per-partition passes of ctxwindow.dask -------------------------------------------
+
+
+def keys_reference(values: np.ndarray) -> np.ndarray:
+    bits = np.where(values == 0, 0.0, values).view(np.uint64)  # -0.0 is 0.0
+    negative = bits >> np.uint64(63) == 1
+    return np.where(negative, ~bits, bits | np.uint64(1 << 63))
+
+
+scores_with_specials = hnp.arrays(
+    np.float64, st.integers(0, 300),
+    elements=st.one_of(st.floats(allow_nan=True), st.sampled_from([0.0, -0.0, math.inf, -math.inf, 0.3])),
+)
+
+
+@given(scores_with_specials)
+def test_order_keys_are_the_ordered_bits(values: np.ndarray) -> None:
+    from ctxwindow import _native
+
+    keys = _native.order_keys(values)
+    finite = ~np.isnan(values)
+    assert np.array_equal(keys[finite], keys_reference(values)[finite])
+    # Order-preserving: sorting by key sorts the scores (NaN aside).
+    ordered = values[finite][np.argsort(keys[finite], kind="stable")]
+    assert all(a <= b for a, b in zip(ordered[:-1], ordered[1:]))
+
+
+@given(scores_with_specials, st.integers(0, 3), st.integers(0, 2**16 - 1), st.booleans(), st.data())
+def test_key_histogram_equals_bincount(values: np.ndarray, level: int, pick: int, by_tokens: bool,
+                                       data: st.DataObject) -> None:
+    from ctxwindow import _native
+
+    keys = _native.order_keys(values)
+    n = len(keys)
+    mask = np.asarray(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=np.bool_)
+    tokens = np.asarray(data.draw(st.lists(st.integers(0, 10**6), min_size=n, max_size=n)), dtype=np.int64)
+    # A prefix that some key has (when there are keys), so the region is not always empty.
+    prefix = int(keys[pick % n]) >> (64 - 16 * level) if n and level else 0
+    counts, sums = _native.key_histogram(keys, mask.view(np.uint8) if by_tokens else None,
+                                         tokens if by_tokens else None, level, prefix)
+    inside = np.ones(n, dtype=bool) if level == 0 else keys >> np.uint64(64 - 16 * level) == np.uint64(prefix)
+    if by_tokens:
+        inside &= mask
+    digits = ((keys[inside] >> np.uint64(48 - 16 * level)) & np.uint64(0xFFFF)).astype(np.intp)
+    assert np.array_equal(counts, np.bincount(digits, minlength=1 << 16))
+    if by_tokens:
+        assert sums is not None
+        assert np.array_equal(sums, np.bincount(digits, weights=tokens[inside], minlength=1 << 16).astype(np.int64))
+    else:
+        assert sums is None

@@ -20,6 +20,8 @@ __all__ = [
     "image_tokens",
     "score_columns",
     "select_columns",
+    "order_keys",
+    "key_histogram",
 ]
 
 @final
@@ -193,6 +195,18 @@ def select_columns(
     min_keep: int = 0,
 ) -> npt.NDArray[np.int64]:
     """Eviction indices over normalized columns; use ``ctxwindow.scoring.select_evictions``."""
+
+def order_keys(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
+    """Order-preserving 64-bit keys of float64 scores (-0.0 and 0.0 one key)."""
+
+def key_histogram(
+    keys: npt.NDArray[np.uint64],
+    mask: npt.NDArray[np.uint8] | None,
+    tokens: npt.NDArray[np.int64] | None,
+    level: int,
+    prefix: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
+    """Counts (and token sums) of the keys under ``prefix`` by their next 16 bits."""
 
 @final
 class Bm25Index:

@@ -14,10 +14,12 @@ that small is never reached, the histograms narrow the boundary down to one key 
 the items at that key breaks ties by global position (the row order of the frame). The eviction
 order is by score, then position, so the selected rows sorted that way are the local result.
 
-Passes over the persisted keys: one for the partition lengths and input checks, one histogram
-pass per 16 bits needed (one at typical sizes, at most four), one for the boundary bin's items or
-the ties at the boundary key, and the lazy marking pass. Memory per worker: 17 bytes per item of
-its own partitions plus 1 MB per histogram task; the client holds at most 2^22 candidates.
+Passes over the persisted keys (the keys and histograms in native code, one pass each, no
+temporaries): one for the partition lengths and input checks and the first histogram, in one
+round of tasks; one histogram pass per further 16 bits needed (none at typical sizes, at most
+three), one for the boundary bin's items or the ties at the boundary key, and the lazy marking
+pass. Memory per worker: 17 bytes per item of its own partitions plus 1 MB per histogram task;
+the client holds at most 2^22 candidates. Token sums are exact below 2^63 tokens in all.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ctxwindow import scoring
+from ctxwindow import _native, scoring
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError, MissingDependencyError
 
 __all__ = ["SCORE_COLUMNS", "score", "select_evictions"]
@@ -48,7 +50,6 @@ SCORE_COLUMNS = (
 )
 
 _BITS = 16
-_BINS = 1 << _BITS
 _FAN_IN = 8
 # A boundary bin of at most this many items is sorted on the client instead of refined further.
 _CANDIDATES = 1 << 22
@@ -114,7 +115,7 @@ def _score_frame(part: Any, policy: str, current_turn: int, params: Any, mapping
 
     data = {ours: _aligned(part[theirs]) for ours, theirs in mapping.items()}
     values = scoring.score(policy, current_turn=current_turn, params=params, data=data, threads=1)
-    return pd.Series(values, index=part.index, name="score", dtype=np.float64)
+    return pd.Series(values, index=part.index, name="score", copy=False)  # no copy of the scores
 
 
 def score(
@@ -152,17 +153,9 @@ def score(
 
 
 def _keys(values: npt.NDArray[np.float64]) -> npt.NDArray[np.uint64]:
-    """Order-preserving integer keys of float64 scores (-0.0 maps to the key of 0.0)."""
-    keys = np.add(values, 0.0).view(np.uint64)  # -0.0 + 0.0 is 0.0
-    signed = keys.view(np.int64)
-    flip = np.empty(max(min(len(keys), 1 << 16), 1), dtype=np.int64)
-    for start in range(0, len(keys), len(flip)):  # in cache-sized blocks, one temporary
-        block = signed[start:start + len(flip)]
-        mask = flip[:len(block)]
-        np.right_shift(block, 63, out=mask)  # all ones for negative scores, else zero
-        np.bitwise_or(mask, np.int64(-(1 << 63)), out=mask)
-        np.bitwise_xor(block, mask, out=block)
-    return keys
+    """Order-preserving integer keys of float64 scores (-0.0 maps to the key of 0.0), the keys
+    the local selection orders by, in one native pass."""
+    return _native.order_keys(np.require(values, np.float64, ["C", "A"]))
 
 
 def _prepare(part: Any, scores: Any, tokens: str | None, pinned: str | None, content_type: str | None) -> Any:
@@ -201,36 +194,18 @@ def _stats(part: Any) -> tuple[int, int, int, int]:
     return len(keys), int(nan[0]) if nan.size else -1, negative, value
 
 
-def _bin_sums(bins: npt.NDArray[np.intp], weights: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    if weights.size == 0:
-        return np.zeros(_BINS, dtype=np.int64)
-    if float(weights.sum(dtype=np.float64)) < 2.0**52:  # float64 sums of integers are exact
-        return np.bincount(bins, weights=weights, minlength=_BINS).astype(np.int64)
-    sums = np.zeros(_BINS, dtype=np.int64)
-    np.add.at(sums, bins, weights)
-    return sums
-
-
-def _region(part: Any, level: int, prefix: int, by_tokens: bool) -> tuple[Any, Any]:
-    keys = part["key"].to_numpy()
-    mask = part["evictable"].to_numpy() if by_tokens else None
-    if level:
-        inside = keys >> np.uint64(64 - _BITS * level) == np.uint64(prefix)
-        mask = inside if mask is None else mask & inside
-    tokens = part["tokens"].to_numpy() if by_tokens else None
-    if mask is not None:
-        keys = keys[mask]
-        tokens = None if tokens is None else tokens[mask]
-    return keys, tokens
+def _native_array(column: Any, dtype: Any) -> Any:
+    """A column as the native code reads it: contiguous and aligned (copied only if not)."""
+    return np.require(column.to_numpy(), dtype, ["C", "A"])
 
 
 def _histogram(part: Any, level: int, prefix: int, by_tokens: bool) -> tuple[Any, Any]:
-    """Counts (and token sums) of the keys under ``prefix`` by their next 16 bits."""
-    keys, tokens = _region(part, level, prefix, by_tokens)
-    shift = np.uint64(64 - _BITS * (level + 1))
-    bins = ((keys >> shift) & np.uint64(_BINS - 1)).astype(np.intp)
-    counts = np.bincount(bins, minlength=_BINS).astype(np.int64)
-    return counts, (_bin_sums(bins, tokens) if tokens is not None else None)
+    """Counts (and token sums) of the keys under ``prefix`` by their next 16 bits (evictable
+    items only when selecting by tokens), in one native pass without temporaries."""
+    keys = _native_array(part["key"], np.uint64)
+    mask = _native_array(part["evictable"], np.bool_).view(np.uint8) if by_tokens else None
+    tokens = _native_array(part["tokens"], np.int64) if by_tokens else None
+    return _native.key_histogram(keys, mask, tokens, level, prefix)
 
 
 def _candidates(part: Any, level: int, prefix: int, by_tokens: bool) -> tuple[Any, Any, Any]:
@@ -293,11 +268,25 @@ def _mark(part: Any, below: int | None, key: int | None, quotas: list[tuple[int,
     return pd.Series(chosen, index=part.index, name="evict")
 
 
-def _compute_sum(dask: Any, parts: list[Any]) -> tuple[Any, Any]:
+def _sum_tree(dask: Any, parts: list[Any]) -> Any:
+    """The histograms ``parts`` summed in a tree of fan-in ``_FAN_IN`` on the cluster."""
     while len(parts) > 1:
         parts = [dask.delayed(_add)(*parts[i:i + _FAN_IN]) for i in range(0, len(parts), _FAN_IN)]
-    (total,) = dask.compute(parts[0])
+    return parts[0]
+
+
+def _compute_sum(dask: Any, parts: list[Any]) -> tuple[Any, Any]:
+    (total,) = dask.compute(_sum_tree(dask, parts))
     return total  # type: ignore[no-any-return]
+
+
+def _first_histogram(part: Any, stats: tuple[int, int, int, int], by_tokens: bool) -> tuple[Any, Any]:
+    """The level-0 histogram, computed in the same round as the checks: empty when they failed
+    (the caller reports the failure with its global position)."""
+    if stats[1] >= 0 or stats[2] >= 0:
+        empty = np.zeros(1 << _BITS, dtype=np.int64)
+        return empty, (empty if by_tokens else None)
+    return _histogram(part, 0, 0, by_tokens)
 
 
 def _column_name(frame_columns: Sequence[str], value: Any, name: str) -> str | None:
@@ -377,7 +366,10 @@ def select_evictions(
     keyed = dd.map_partitions(_prepare, ddf, scores, tokens_name, pinned_name, type_name,
                               meta=meta, align_dataframes=False, enforce_metadata=False).persist()
     parts = keyed.to_delayed()
-    stats = dask.compute(*[dask.delayed(_stats)(p) for p in parts])
+    # One round for the checks and the first histogram (passes over keys on the workers).
+    checks = [dask.delayed(_stats)(p) for p in parts]
+    first = _sum_tree(dask, [dask.delayed(_first_histogram)(p, c, by_tokens) for p, c in zip(parts, checks)])
+    *stats, first_sum = dask.compute(*checks, first)
     offsets = np.concatenate([[0], np.cumsum([s[0] for s in stats])]).tolist()
     n = int(offsets[-1])
     for at, (_, nan, _, _) in enumerate(stats):
@@ -409,7 +401,8 @@ def select_evictions(
             return marked(0, None, none)
     prefix = 0
     for level in range(64 // _BITS):
-        counts, sums = _compute_sum(dask, [dask.delayed(_histogram)(p, level, prefix, by_tokens) for p in parts])
+        counts, sums = first_sum if level == 0 else _compute_sum(
+            dask, [dask.delayed(_histogram)(p, level, prefix, by_tokens) for p in parts])
         cum_counts = np.cumsum(counts)
         shift = 64 - _BITS * (level + 1)
         if by_tokens:
@@ -536,8 +529,9 @@ def score_parquet(
     scores = score(ddf, policy, current_turn=current_turn, params=params)
     cluster = None
     if scheduler is None:
+        # The scheduler's HTTP server on any free port (None would still take 8787, or warn).
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None, silence_logs=logging.ERROR)
+                               processes=True, dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     try:
         with Client(cluster if cluster is not None else scheduler) as client:
             scores = scores.persist()

@@ -1,9 +1,9 @@
 //! Choosing what to evict from scores: lowest score first, ties by original index, never a pinned
 //! item, a system prompt or an item scored `+inf`. Selection avoids a comparison sort of all
-//! items: a histogram of the top bits of order-preserving integer keys (counts, or tokens for a
-//! token target) finds the bin where the stop rule is met, only the items of the bins up to it
-//! are gathered (bucketed by those bits, in index order), and each bucket is sorted by stable
-//! MSD radix passes over the remaining key bits.
+//! items: a histogram of order-preserving integer keys (counts, or tokens for a token target),
+//! in bins that divide the span of the keys evenly, finds the bin where the stop rule is met,
+//! only the items of the bins up to it are gathered (bucketed by bin, in index order), and each
+//! bucket is sorted by stable MSD radix passes over the key bits its keys do not share.
 
 use std::ops::Range;
 
@@ -40,16 +40,19 @@ pub struct Selection<'a> {
 /// The score's bits mapped to an order-preserving integer (no NaN): `a < b` as floats exactly
 /// when `ordered(a) < ordered(b)`. -0.0 and 0.0 are equal scores: both map to the key of 0.0 so
 /// the index decides.
+/// Branch-free, and on the bits (not `score == 0.0`, which a processor flushing subnormals to
+/// zero would also say of them).
 #[inline(always)]
 fn ordered(score: f64) -> u64 {
-    let score = if score == 0.0 { 0.0 } else { score };
     let bits = score.to_bits();
-    if bits >> 63 == 1 {
-        !bits
-    } else {
-        bits | (1 << 63)
-    }
+    let bits = if bits == 1 << 63 { 0 } else { bits };
+    // All ones for a negative score (its bits inverted), else only the sign bit (set).
+    let flip = ((bits as i64) >> 63) as u64 | (1 << 63);
+    bits ^ flip
 }
+
+/// The key of `+inf`, the largest key of a score that is not NaN.
+const INFINITY_KEY: u64 = 0xfff0_0000_0000_0000;
 
 /// A candidate: its key, then its index, whose top bit ([`KEPT`]) may mark an item that must
 /// not be evicted. Sorted by key, then by index, the order is the eviction order.
@@ -58,10 +61,16 @@ type Candidate = (u64, u64);
 /// Set in a candidate's index for an item that may not be evicted (indices stay below 2^63).
 const KEPT: u64 = 1 << 63;
 
-/// Width of the first radix digit (the top bits of the key): about log2(n), 8 to 16 bits, so the
-/// histogram stays small next to the data.
+/// The first digit has this many bits fewer than log2(n)...
+const TOP_BITS_LESS: u32 = 12;
+
+/// ...so about 4096 items per bin, 8 to 16 bits: the histogram stays small next to the data, and
+/// the gathering pass writes to few enough buckets at once that its writes stay sequential per
+/// bucket (many more buckets cost it more in cache and TLB misses than they save the sorts).
 fn top_bits(n: usize) -> u32 {
-    (usize::BITS - n.leading_zeros()).clamp(8, 16)
+    (usize::BITS - n.leading_zeros())
+        .saturating_sub(TOP_BITS_LESS)
+        .clamp(8, 16)
 }
 
 /// Buckets at most this long are sorted by comparison; longer ones by radix passes.
@@ -71,15 +80,17 @@ const RADIX_SORT_MIN: usize = 24;
 const DIGIT_BITS: u32 = 11;
 
 /// Sorts one bucket of candidates by key, ties by index, where the keys agree above bit `low`
-/// and the candidates are in index order on entry. `scratch` is reused between calls.
+/// and the candidates are in index order on entry. `scratch` is reused between calls (it only
+/// grows, so its memory is written once, not once per bucket).
 fn sort_bucket(bucket: &mut [Candidate], scratch: &mut Vec<Candidate>, low: u32) {
     if bucket.len() <= RADIX_SORT_MIN {
         bucket.sort_unstable_by_key(|&(key, index)| (key, index & !KEPT));
         return;
     }
-    scratch.clear();
-    scratch.resize(bucket.len(), (0, 0));
-    sort_into(bucket, scratch, low, true);
+    if scratch.len() < bucket.len() {
+        scratch.resize(bucket.len(), (0, 0));
+    }
+    sort_into(bucket, &mut scratch[..bucket.len()], low, true);
 }
 
 /// Sorts `data` (keys agreeing above bit `low`, in index order) by key, ties by index, leaving
@@ -87,10 +98,15 @@ fn sort_bucket(bucket: &mut [Candidate], scratch: &mut Vec<Candidate>, low: u32)
 /// when short, else a stable MSD radix pass from `data` into `spare` on the next bits (about
 /// log2 of the length / 2, at most [`DIGIT_BITS`]; skipped when they are all the same), then the
 /// same on each part with the roles of the buffers swapped. Equal keys stay in index order, so
-/// a part of one key is done.
+/// a part of one key is done. Bits the keys all share are found in one pass and not sorted on
+/// (runs of tied scores cost one pass, not one per digit).
 fn sort_into(data: &mut [Candidate], spare: &mut [Candidate], low: u32, in_data: bool) {
     let mut low = low;
     if data.len() > RADIX_SORT_MIN {
+        let first = data[0].0;
+        let differ = data.iter().fold(0, |d, &(key, _)| d | (key ^ first));
+        // The keys agree above the highest bit where any two differ; all of them when none does.
+        low = low.min(u64::BITS - differ.leading_zeros());
         // About 2 candidates per part on average: short parts end in comparison sorts.
         let width = (usize::BITS - data.len().leading_zeros())
             .saturating_sub(1)
@@ -169,6 +185,44 @@ fn radix_pass(
     true
 }
 
+/// The smallest key of all scores and the largest below `+inf` (or the smallest when there is
+/// none): the span the first digit divides evenly, so scores crowded in a few binary exponents
+/// (all of them in [0, 1], say) still spread over all the bins.
+#[derive(Debug, Clone, Copy)]
+struct KeyRange {
+    low: u64,
+    high: u64,
+}
+
+/// The first radix digit: `(key - low) >> shift`, the keys below `low` in bin 0 and those past
+/// the last bin (`+inf` among them) in the last bin. Non-decreasing in the key, so the bins are
+/// in key order; keys of one bin need not agree on their high bits (the span can straddle a
+/// power of two), which the bucket sort finds for itself.
+#[derive(Debug, Clone, Copy)]
+struct Digits {
+    low: u64,
+    shift: u32,
+    bins: usize,
+}
+
+impl Digits {
+    fn new(range: KeyRange, bits: u32) -> Self {
+        let span = range.high.saturating_sub(range.low);
+        Self {
+            low: range.low,
+            shift: (u64::BITS - span.leading_zeros()).saturating_sub(bits),
+            bins: 1 << bits,
+        }
+    }
+
+    #[inline(always)]
+    fn of(&self, key: u64) -> usize {
+        usize::try_from(key.saturating_sub(self.low) >> self.shift)
+            .unwrap_or(usize::MAX)
+            .min(self.bins - 1)
+    }
+}
+
 /// Per-digit counts of eligible items and (when tokens are given) their tokens summed,
 /// saturating at `u64::MAX` (a bin at `u64::MAX` holds at least any target).
 struct Histogram {
@@ -181,17 +235,17 @@ fn histogram(
     scores: &[f64],
     tokens: Option<&[i64]>,
     range: Range<usize>,
-    shift: u32,
+    digits: Digits,
     eligible: &(impl Fn(usize) -> bool + Sync),
 ) -> Histogram {
-    let bins = 1usize << (64 - shift);
+    let bins = digits.bins;
     let mut counts = vec![0usize; bins];
     let mut sums = Vec::new();
     match tokens {
         None => {
             for i in range {
                 if eligible(i) {
-                    counts[(ordered(scores[i]) >> shift) as usize] += 1;
+                    counts[digits.of(ordered(scores[i]))] += 1;
                 }
             }
         }
@@ -199,7 +253,7 @@ fn histogram(
             sums = vec![0u64; bins];
             for i in range {
                 if eligible(i) {
-                    let digit = (ordered(scores[i]) >> shift) as usize;
+                    let digit = digits.of(ordered(scores[i]));
                     counts[digit] += 1;
                     // Tokens are validated >= 0.
                     sums[digit] = sums[digit].saturating_add(tokens[i] as u64);
@@ -223,17 +277,19 @@ const PARALLEL_MIN_ITEMS: usize = 1 << 18;
 /// Large inputs are split into one range of items per thread: each range has its own histogram,
 /// so it owns one part of every bucket (after the parts of the ranges before it), and the
 /// gathering pass writes those parts in parallel, in index order.
+#[allow(clippy::too_many_arguments)]
 fn smallest_candidates(
     scores: &[f64],
     tokens: Option<&[i64]>,
+    range: KeyRange,
     eligible: impl Fn(usize) -> bool + Sync,
     kept: impl Fn(usize) -> bool + Sync,
     wanted: impl Fn(&[usize], &[u64]) -> usize,
 ) -> Smallest {
     let n = scores.len();
     let bits = top_bits(n);
-    let shift = 64 - bits;
     let bins = 1usize << bits;
+    let digits = Digits::new(range, bits);
     let parts = if n >= PARALLEL_MIN_ITEMS {
         rayon::current_num_threads().clamp(1, 16)
     } else {
@@ -245,10 +301,10 @@ fn smallest_candidates(
     let histograms: Vec<Histogram> = if parts > 1 {
         ranges
             .par_iter()
-            .map(|r| histogram(scores, tokens, r.clone(), shift, &eligible))
+            .map(|r| histogram(scores, tokens, r.clone(), digits, &eligible))
             .collect()
     } else {
-        vec![histogram(scores, tokens, 0..n, shift, &eligible)]
+        vec![histogram(scores, tokens, 0..n, digits, &eligible)]
     };
     let mut counts = vec![0usize; bins];
     let mut sums = vec![0u64; if tokens.is_some() { bins } else { 0 }];
@@ -285,7 +341,7 @@ fn smallest_candidates(
         for i in range {
             if eligible(i) {
                 let key = ordered(scores[i]);
-                let digit = ((key >> shift) as usize).min(last + 1);
+                let digit = digits.of(key).min(last + 1);
                 // Always in bounds unless the caller's memory changed since the histogram;
                 // then the item is dropped rather than written elsewhere.
                 if let Some(slot) = slots[digit].get_mut(next[digit]) {
@@ -318,12 +374,12 @@ fn smallest_candidates(
         to_sort
             .into_par_iter()
             .for_each_init(Vec::new, |scratch, bucket| {
-                sort_bucket(bucket, scratch, shift)
+                sort_bucket(bucket, scratch, u64::BITS)
             });
     } else {
         let mut scratch = Vec::new();
         for bucket in to_sort {
-            sort_bucket(bucket, &mut scratch, shift);
+            sort_bucket(bucket, &mut scratch, u64::BITS);
         }
     }
     Smallest {
@@ -355,9 +411,17 @@ impl Selection<'_> {
                 .is_none_or(|t| t[i] != ContentType::SystemPrompt as u8)
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Checks the columns; returns the range of the keys (one pass over the scores for both).
+    fn validate(&self) -> Result<KeyRange> {
         let n = self.scores.len();
-        if let Some(i) = self.scores.iter().position(|s| s.is_nan()) {
+        let (mut low, mut high, mut nan) = (u64::MAX, 0u64, false);
+        for &score in self.scores {
+            let key = ordered(score);
+            nan |= score.is_nan();
+            low = low.min(key);
+            high = high.max(if key < INFINITY_KEY { key } else { 0 });
+        }
+        if nan && let Some(i) = self.scores.iter().position(|s| s.is_nan()) {
             return Err(Error::InvalidArgument(format!(
                 "scores must not be NaN (index {i})"
             )));
@@ -383,7 +447,10 @@ impl Selection<'_> {
                 tokens[i]
             )));
         }
-        Ok(())
+        Ok(KeyRange {
+            low,
+            high: high.max(low),
+        })
     }
 }
 
@@ -392,7 +459,7 @@ impl Selection<'_> {
 /// Errors: NaN scores, columns of another length, negative tokens, a ratio outside [0, 1], a
 /// token target without the tokens column.
 pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usize>> {
-    selection.validate()?;
+    let range = selection.validate()?;
     let n = selection.scores.len();
     let limit = n.saturating_sub(selection.min_keep);
     match stop {
@@ -411,6 +478,7 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
             let candidates = smallest_candidates(
                 selection.scores,
                 None,
+                range,
                 |_| true,
                 |i| !selection.evictable(i),
                 |counts, _| {
@@ -443,6 +511,7 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
             let candidates = smallest_candidates(
                 selection.scores,
                 Some(tokens),
+                range,
                 |i| selection.evictable(i),
                 |_| false,
                 |counts, sums| {
@@ -476,6 +545,104 @@ pub fn select_evictions(selection: &Selection<'_>, stop: Stop) -> Result<Vec<usi
             Ok(out)
         }
     }
+}
+
+/// Bits of the key each level of [`key_histogram`] resolves.
+pub const KEY_DIGIT_BITS: u32 = 16;
+
+/// The order-preserving 64-bit keys of `scores` into `out` (same length): `a < b` as scores
+/// exactly when `key(a) < key(b)`, -0.0 and 0.0 one key, NaN outside the keys of `-inf..=+inf`.
+/// The keys [`select_evictions`] orders by, for a selection spread over several machines.
+pub fn order_keys(scores: &[f64], out: &mut [u64]) -> Result<()> {
+    if scores.len() != out.len() {
+        return Err(Error::InvalidArgument(format!(
+            "out holds {} values but there are {} scores",
+            out.len(),
+            scores.len()
+        )));
+    }
+    for (slot, &score) in out.iter_mut().zip(scores) {
+        *slot = ordered(score);
+    }
+    Ok(())
+}
+
+/// One level of a histogram of `keys` by [`KEY_DIGIT_BITS`] bits at a time: the keys whose top
+/// `KEY_DIGIT_BITS * level` bits are `prefix` (every key at level 0) and, when `mask` is given,
+/// whose mask byte is non-zero, counted in `counts` and their `tokens` summed in `sums`
+/// (saturating at `i64::MAX`) by their next `KEY_DIGIT_BITS` bits. Both have
+/// `2^KEY_DIGIT_BITS` bins (`sums` is not touched without tokens) and are added to.
+///
+/// Errors: a level past the last digit, a prefix wider than the level, columns or bins of other
+/// lengths, negative tokens.
+pub fn key_histogram(
+    keys: &[u64],
+    mask: Option<&[u8]>,
+    tokens: Option<&[i64]>,
+    level: u32,
+    prefix: u64,
+    counts: &mut [i64],
+    sums: &mut [i64],
+) -> Result<()> {
+    let bins = 1usize << KEY_DIGIT_BITS;
+    if level >= u64::BITS / KEY_DIGIT_BITS {
+        return Err(Error::InvalidArgument(format!(
+            "level must be below {}, got {level}",
+            u64::BITS / KEY_DIGIT_BITS
+        )));
+    }
+    let high = KEY_DIGIT_BITS * level;
+    if prefix >> high != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "prefix {prefix:#x} is wider than {high} bits"
+        )));
+    }
+    let n = keys.len();
+    for (name, len) in [
+        ("mask", mask.map(<[u8]>::len)),
+        ("tokens", tokens.map(<[i64]>::len)),
+    ] {
+        if let Some(len) = len
+            && len != n
+        {
+            return Err(Error::InvalidArgument(format!(
+                "column {name} has {len} values but keys has {n}"
+            )));
+        }
+    }
+    if counts.len() != bins || (tokens.is_some() && sums.len() != bins) {
+        return Err(Error::InvalidArgument(format!(
+            "counts and sums must have {bins} bins"
+        )));
+    }
+    let shift = u64::BITS - KEY_DIGIT_BITS * (level + 1);
+    // Keys under the prefix: those whose bits above the digit, shifted down, equal it. Branch
+    // free: every key adds 0 or 1 to its bin (the region is often a sliver of the keys).
+    let inside = |key: u64| high == 0 || key >> (u64::BITS - high) == prefix;
+    let digit = |key: u64| ((key >> shift) as usize) & (bins - 1);
+    let counted = |i: usize, key: u64| i64::from(inside(key) & mask.is_none_or(|m| m[i] != 0));
+    match tokens {
+        None => {
+            for (i, &key) in keys.iter().enumerate() {
+                counts[digit(key)] += counted(i, key);
+            }
+        }
+        Some(tokens) => {
+            if let Some(i) = tokens.iter().position(|&t| t < 0) {
+                return Err(Error::InvalidArgument(format!(
+                    "column tokens must be >= 0, got {} at index {i}",
+                    tokens[i]
+                )));
+            }
+            for (i, (&key, &t)) in keys.iter().zip(tokens).enumerate() {
+                let d = digit(key);
+                let one = counted(i, key);
+                counts[d] += one;
+                sums[d] = sums[d].saturating_add(t * one);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The first bin whose flag is set, or the last bin when none is.
@@ -543,6 +710,56 @@ mod tests {
         let mut order: Vec<usize> = (0..1000).collect();
         order.sort_by(|&a, &b| scores[a].total_cmp(&scores[b]).then(a.cmp(&b)));
         assert_eq!(got, order[..got.len()]);
+    }
+
+    #[test]
+    fn key_histogram_counts_the_digits_under_the_prefix() {
+        let scores = [0.5, 0.25, -1.0, 0.5, 0.0, -0.0, f64::INFINITY, 0.75];
+        let mut keys = [0u64; 8];
+        order_keys(&scores, &mut keys).unwrap();
+        assert_eq!(keys[4], keys[5]);
+        assert!(keys[2] < keys[4] && keys[4] < keys[1] && keys[1] < keys[0] && keys[7] < keys[6]);
+        let tokens = [1i64, 2, 3, 4, 5, 6, 7, 8];
+        let mask = [1u8, 1, 1, 0, 1, 1, 1, 1];
+        for level in 0..4 {
+            let prefix = if level == 0 {
+                0
+            } else {
+                keys[0] >> (64 - 16 * level)
+            };
+            let (mut counts, mut sums) = (vec![0i64; 1 << 16], vec![0i64; 1 << 16]);
+            key_histogram(
+                &keys,
+                Some(&mask),
+                Some(&tokens),
+                level,
+                prefix,
+                &mut counts,
+                &mut sums,
+            )
+            .unwrap();
+            let (mut want_counts, mut want_sums) = (vec![0i64; 1 << 16], vec![0i64; 1 << 16]);
+            for i in 0..8 {
+                let inside = level == 0 || keys[i] >> (64 - 16 * level) == prefix;
+                if inside && mask[i] != 0 {
+                    let d = ((keys[i] >> (48 - 16 * level)) & 0xffff) as usize;
+                    want_counts[d] += 1;
+                    want_sums[d] += tokens[i];
+                }
+            }
+            assert_eq!((counts, sums), (want_counts, want_sums), "level {level}");
+        }
+        let (mut counts, mut sums) = (vec![0i64; 1 << 16], vec![0i64; 1 << 16]);
+        assert!(key_histogram(&keys, None, None, 4, 0, &mut counts, &mut sums).is_err());
+        assert!(key_histogram(&keys, None, None, 1, 1 << 16, &mut counts, &mut sums).is_err());
+        assert!(key_histogram(&keys, None, None, 0, 1, &mut counts, &mut sums).is_err());
+        assert!(
+            key_histogram(&keys, Some(&mask[..2]), None, 0, 0, &mut counts, &mut sums).is_err()
+        );
+        let negative = [1i64, -1, 0, 0, 0, 0, 0, 0];
+        assert!(key_histogram(&keys, None, Some(&negative), 0, 0, &mut counts, &mut sums).is_err());
+        assert!(key_histogram(&keys, None, None, 0, 0, &mut counts[..5], &mut sums).is_err());
+        assert!(order_keys(&scores, &mut [0u64; 3]).is_err());
     }
 
     #[test]
@@ -724,6 +941,77 @@ mod properties {
             ] {
                 let got = pool.install(|| select_evictions(&s, stop)).unwrap();
                 assert_eq!(got, reference(&s, stop), "case {case}, {stop:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn digits_are_in_key_order_and_in_range() {
+        let mut rng = Rng(5);
+        for case in 0..200 {
+            let mut keys: Vec<u64> = (0..500)
+                .map(|_| match case % 3 {
+                    0 => rng.next(),
+                    1 => (1 << 62) + rng.below(1000),
+                    _ => INFINITY_KEY - rng.below(3),
+                })
+                .collect();
+            keys.sort_unstable();
+            let low = keys[rng.below(10) as usize];
+            let high = keys[keys.len() - 1 - rng.below(10) as usize];
+            for bits in [8, 12, 16] {
+                let digits = Digits::new(KeyRange { low, high }, bits);
+                let all: Vec<usize> = keys.iter().map(|&k| digits.of(k)).collect();
+                assert!(all.windows(2).all(|w| w[0] <= w[1]), "case {case}");
+                assert!(all.iter().all(|&d| d < 1 << bits));
+                // The span is spread over the bins: its ends fall at least half the bins apart.
+                if high - low >= 1 << bits {
+                    assert!(digits.of(high) - digits.of(low) >= (1 << bits) / 2 - 1);
+                }
+            }
+        }
+    }
+
+    /// Scores crowded in a span far narrower than their magnitude (one bin of the top bits) and
+    /// runs of ties: the range-relative bins and the skipping of shared bits keep the result.
+    #[test]
+    fn narrow_spans_and_long_ties_equal_a_full_sort() {
+        let mut rng = Rng(3);
+        for case in 0..40 {
+            let n = 1000 + rng.below(30_000) as usize;
+            let scores: Vec<f64> = (0..n)
+                .map(|_| match case % 4 {
+                    0 => 0.3 + rng.below(1 << 12) as f64 * 1e-15,
+                    1 => [0.3, 0.3 + 1e-16, 0.7][rng.below(3) as usize],
+                    2 => {
+                        if rng.below(10) == 0 {
+                            f64::INFINITY
+                        } else {
+                            -2.0 - rng.below(100) as f64 * 1e-14
+                        }
+                    }
+                    _ => 0.25,
+                })
+                .collect();
+            let tokens: Vec<i64> = (0..n).map(|_| rng.below(100) as i64).collect();
+            let s = Selection {
+                scores: &scores,
+                tokens: Some(&tokens),
+                pinned: None,
+                content_type: None,
+                min_keep: 0,
+            };
+            let total: u64 = tokens.iter().map(|&t| t as u64).sum();
+            for stop in [
+                Stop::Ratio(0.1),
+                Stop::Ratio(0.5),
+                Stop::TargetFreeTokens(total / 4),
+            ] {
+                assert_eq!(
+                    select_evictions(&s, stop).unwrap(),
+                    reference(&s, stop),
+                    "case {case}, {stop:?}"
+                );
             }
         }
     }

@@ -25,5 +25,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tokenizer::image_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(scoring::score_columns, m)?)?;
     m.add_function(wrap_pyfunction!(scoring::select_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(scoring::order_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(scoring::key_histogram, m)?)?;
     Ok(())
 }

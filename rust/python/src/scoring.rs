@@ -318,3 +318,59 @@ pub fn select_columns<'py>(
     let chosen: Vec<i64> = chosen.into_iter().map(|i| i as i64).collect();
     Ok(PyArray1::from_vec(py, chosen))
 }
+
+/// Order-preserving keys of float64 scores (see `ctxwindow.dask`).
+#[pyfunction]
+pub fn order_keys<'py>(
+    py: Python<'py>,
+    scores: PyReadonlyArray1<'py, f64>,
+) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    let scores = scores
+        .as_slice()
+        .map_err(|_| error(py, Kind::InvalidArgument, "scores must be C-contiguous"))?;
+    // numpy's allocation: large arrays get transparent huge pages (cheaper first touch).
+    let keys = PyArray1::<u64>::zeros(py, scores.len(), false);
+    {
+        let mut view = keys.readwrite();
+        let slots = view.as_slice_mut().expect("a new array is contiguous");
+        py.detach(|| select::order_keys(scores, slots)).py_err(py)?;
+    }
+    Ok(keys)
+}
+
+/// One level of the key histogram (counts, and token sums when tokens are given) of
+/// `ctxwindow.dask.select_evictions`.
+#[pyfunction]
+#[pyo3(signature = (keys, mask, tokens, level, prefix))]
+#[allow(clippy::type_complexity)]
+pub fn key_histogram<'py>(
+    py: Python<'py>,
+    keys: PyReadonlyArray1<'py, u64>,
+    mask: Option<PyReadonlyArray1<'py, u8>>,
+    tokens: Option<PyReadonlyArray1<'py, i64>>,
+    level: u32,
+    prefix: u64,
+) -> PyResult<(Bound<'py, PyArray1<i64>>, Option<Bound<'py, PyArray1<i64>>>)> {
+    let keys = keys
+        .as_slice()
+        .map_err(|_| error(py, Kind::InvalidArgument, "keys must be C-contiguous"))?;
+    let mask = slice(py, &mask, "mask")?;
+    let tokens_slice = slice(py, &tokens, "tokens")?;
+    let bins = 1usize << select::KEY_DIGIT_BITS;
+    let mut counts = vec![0i64; bins];
+    let mut sums = vec![0i64; if tokens_slice.is_some() { bins } else { 0 }];
+    py.detach(|| {
+        select::key_histogram(
+            keys,
+            mask,
+            tokens_slice,
+            level,
+            prefix,
+            &mut counts,
+            &mut sums,
+        )
+    })
+    .py_err(py)?;
+    let sums = tokens_slice.is_some().then(|| PyArray1::from_vec(py, sums));
+    Ok((PyArray1::from_vec(py, counts), sums))
+}
