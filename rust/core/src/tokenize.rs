@@ -567,9 +567,14 @@ impl Vocab {
             run.count(piece.len())
         } else if let Some(count) = self.count_affixed_run(piece) {
             count
-        } else if let Some(count) = self.count_with_runs(piece) {
+        } else if mostly_long_runs(piece)
+            && let Some(count) = self.count_with_runs(piece)
+        {
             count
         } else {
+            // Backtracking is fastest wherever it succeeds, also on pieces with a few long runs;
+            // where it gives up (runs of a byte with many run tokens), the run recurrence, and
+            // the heap merge for a piece without a long run.
             let backtrack = self.backtrack();
             PAIR_CACHES
                 .with(|caches| {
@@ -577,6 +582,7 @@ impl Vocab {
                     let cache = caches[self.slot].get_or_insert_with(PairCache::new);
                     backtrack.count(piece, cache)
                 })
+                .or_else(|| self.count_with_runs(piece))
                 .unwrap_or_else(|| merge_count_large(&self.ranks, piece))
         }
     }
@@ -1304,6 +1310,22 @@ fn affixed_run(piece: &[u8], min_run: usize) -> Option<std::ops::Range<usize>> {
         .map_or(piece.len(), |p| middle + p);
     (start <= MAX_AFFIX && piece.len() - end <= MAX_AFFIX && end - start >= min_run)
         .then_some(start..end)
+}
+
+/// Whether runs of at least [`LONG_RUN`] bytes make up half of `piece` or more: then the run
+/// recurrence counts it directly, rather than after backtracking gave up on it.
+fn mostly_long_runs(piece: &[u8]) -> bool {
+    let mut in_runs = 0;
+    let mut start = 0;
+    while start < piece.len() {
+        let byte = piece[start];
+        let len = piece[start..].iter().take_while(|&&b| b == byte).count();
+        if len >= LONG_RUN {
+            in_runs += len;
+        }
+        start += len;
+    }
+    2 * in_runs >= piece.len()
 }
 
 /// Runs of at least this many bytes make [`Vocab::count_with_runs`] count a piece: on runs of
