@@ -207,6 +207,19 @@ def test_bad_columns_give_the_local_errors(client: Client) -> None:
         cdask.score(frame, "fifo", current_turn=NOW)
 
 
+def test_a_token_total_of_2_63_is_a_typed_error_not_a_wrong_selection(client: Client) -> None:
+    frame = pd.DataFrame({"score": [0.5, 0.5, 0.7, 0.9], "tokens": np.array([2**62, 2**62, 2**62, 1], np.int64)})
+    ddf = dd.from_delayed([delayed(frame.iloc[:1]), delayed(frame.iloc[1:])], meta=frame.iloc[:0],
+                          verify_meta=False)
+    with pytest.raises(InvalidArgumentError, match="sum to 2\\^63 - 1 or more"):
+        cdask.select_evictions(ddf, ddf["score"], target_free_tokens=2**63 - 1)
+    small = frame.assign(tokens=np.array([2**40, 2**40, 2**40, 1], np.int64))
+    ddf = dd.from_delayed([delayed(small.iloc[:1]), delayed(small.iloc[1:])], meta=small.iloc[:0],
+                          verify_meta=False)
+    got = cdask.select_evictions(ddf, ddf["score"], target_free_tokens=2**41).compute()
+    assert list(np.flatnonzero(got.to_numpy())) == [0, 1]
+
+
 def test_bad_values_raise_when_computed(client: Client) -> None:
     frame = items(400, seed=9)
     nan = frame.assign(s=np.where(np.arange(400) == 321, np.nan, 0.5))

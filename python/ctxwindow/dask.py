@@ -19,7 +19,8 @@ temporaries): one for the partition lengths and input checks and the first histo
 round of tasks; one histogram pass per further 16 bits needed (none at typical sizes, at most
 three), one for the boundary bin's items or the ties at the boundary key, and the lazy marking
 pass. Memory per worker: 17 bytes per item of its own partitions plus 1 MB per histogram task;
-the client holds at most 2^22 candidates. Token sums are exact below 2^63 tokens in all.
+the client holds at most 2^22 candidates. A token target needs the store's tokens to sum below
+2^63 - 1 (else a typed error).
 """
 
 from __future__ import annotations
@@ -234,7 +235,13 @@ def _mark_cut(part: Any, key: int, last: int, offsets: list[int],
 
 def _add(*parts: tuple[Any, Any]) -> tuple[Any, Any]:
     counts = np.sum([c for c, _ in parts], axis=0)
-    sums = None if parts[0][1] is None else np.sum([s for _, s in parts], axis=0)
+    if parts[0][1] is None:
+        return counts, None
+    sums = parts[0][1].copy()
+    for _, more in parts[1:]:
+        total = sums + more
+        total[total < sums] = _INT64_MAX  # saturates: a sum never wraps to a small one
+        sums = total
     return counts, sums
 
 
@@ -391,6 +398,11 @@ def select_evictions(
     if by_tokens:
         assert target_free_tokens is not None
         target = int(target_free_tokens)
+        sums = first_sum[1]
+        if int(sums.max(initial=0)) == _INT64_MAX or sum(int(x) for x in sums) >= _INT64_MAX:
+            raise InvalidArgumentError(
+                "the tokens of the store sum to 2^63 - 1 or more; selection by a token target on "
+                "Dask needs a smaller total (select on a part of the store)")
         if target == 0 or limit == 0:
             return marked(0, None, none)
         count_before, tokens_before = 0, 0
