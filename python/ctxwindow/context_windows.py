@@ -19,7 +19,7 @@ import re
 
 from ctxwindow.errors import InvalidArgumentError
 
-__all__ = ["CONTEXT_WINDOWS", "context_window", "default_reserve", "resolve_budget"]
+__all__ = ["CONTEXT_WINDOWS", "context_window", "default_reserve", "model_names", "resolve_budget"]
 
 #: Input context window (tokens) per model name, as genai-prices lists them.
 CONTEXT_WINDOWS: dict[str, int] = {
@@ -66,14 +66,23 @@ CONTEXT_WINDOWS: dict[str, int] = {
 MAX_DEFAULT_RESERVE = 32_768
 
 
+def model_names(model: str) -> list[str]:
+    """``model``, then what follows each provider prefix in it (ending in ``:``, ``/`` or ``.``):
+    the names a model table is searched for, in order (as ``ctxwindow-core``'s ``model_names``).
+
+    >>> model_names("anthropic:claude-sonnet-4-5")
+    ['anthropic:claude-sonnet-4-5', 'claude-sonnet-4-5']
+    """
+    return [model] + [model[at + 1:] for at, char in enumerate(model) if char in ":/."]
+
+
 def context_window(model: str) -> int | None:
     """The model's context window in tokens, or None when the table does not know it. A dated
     name (``name-2024-08-06``, ``name-latest``, ``name-20250805-v1:0``) falls back to the
     longest known name it starts with; a
     provider's prefix ending in ``:``, ``/`` or ``.`` is skipped (``anthropic:claude-sonnet-4-5``,
     ``us.anthropic.claude-opus-4-1-20250805-v1:0``)."""
-    names = [model] + [model[at + 1:] for at, char in enumerate(model) if char in ":/."]
-    for name in names:
+    for name in model_names(model):
         size = CONTEXT_WINDOWS.get(name)
         if size is not None:
             return size

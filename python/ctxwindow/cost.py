@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ctxwindow.context_windows import model_names
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["PRICES", "PRICES_DATE", "Prices", "price_for", "PrefixMatch", "shared_prefix", "CacheRules",
@@ -111,7 +112,7 @@ def price_for(model: str) -> Prices:
     :class:`~ctxwindow.errors.InvalidArgumentError` listing the known models."""
     if not isinstance(model, str):
         raise InvalidTypeError(f"model must be a str, not {type(model).__name__}")
-    for name in [model] + [model[at + 1:] for at, char in enumerate(model) if char in ":/."]:
+    for name in model_names(model):
         if name in PRICES:  # the name itself, then after a provider's prefix (anthropic:claude-...)
             return PRICES[name]
         family = max((known for known in PRICES if name.startswith(known + "-")), key=len, default=None)

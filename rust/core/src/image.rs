@@ -202,13 +202,9 @@ impl ImagePricing {
             {
                 return pricing;
             }
-            for family in ["claude", "gemini"] {
-                if name.starts_with(family) && name[family.len()..].starts_with('-') {
-                    return Self::for_family(family);
-                }
-            }
         }
-        Self::DEFAULT
+        crate::estimate::Profile::for_model(model)
+            .map_or(Self::DEFAULT, |profile| Self::for_family(profile.family))
     }
 
     /// The pricing of a family without a public vocabulary (`"claude"`, `"gemini"`); GPT-4o's
