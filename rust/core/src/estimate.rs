@@ -17,82 +17,8 @@
 
 use crate::error::{Error, Result};
 use crate::image::ImagePricing;
-use crate::tokenize::{Encoding, Tokenizer, model_names};
-
-/// What is known of a model family without a public vocabulary.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Profile {
-    /// The family's name (`"claude"`), which estimates are named after.
-    pub family: &'static str,
-    /// Model names of the family start with one of these, possibly after a provider's prefix
-    /// ending in `:`, `/` or `.` (`anthropic:claude-...`, `us.anthropic.claude-...`).
-    pub prefixes: &'static [&'static str],
-    /// The public vocabulary whose exact count is scaled.
-    pub encoding: Encoding,
-    /// Billed tokens per token of `encoding`, measured.
-    pub ratio: f64,
-    /// Added on top of `ratio` (0.1 is 10%) so the estimate errs high.
-    pub margin: f64,
-    /// Tokens a request with tool definitions is billed beyond them (the provider's hidden
-    /// tool-use instructions), measured.
-    pub tool_overhead: u64,
-}
-
-/// The known families.
-///
-/// Claude's ratio, tool overhead and margin are fitted on recorded Messages API calls
-/// (`tests/data/anthropic_usage`, 68 calls of 48 recorded sessions, split in halves by session;
-/// `tests/estimate_eval.py`): on the tuning half, the ratio is billed over `cl100k_base` tokens
-/// summed over the calls without tools, the tool overhead the median of what calls with tools
-/// were billed beyond their scaled count (the hidden tool-use instructions, about 300 tokens on
-/// Claude 3.5 Haiku and Sonnet 4, about 500 on Sonnet 4.5 and later), and the margin the smallest
-/// that leaves at most 5% of that half under-counted. `benches/bench_estimate.py` reports the
-/// other half. Gemini's ratio is not measured (no recorded calls): its SentencePiece vocabulary of
-/// 256k entries is not coarser than `o200k_base`, so the ratio is 1, with Claude's margin.
-pub const PROFILES: &[Profile] = &[
-    Profile {
-        family: "claude",
-        prefixes: &["claude-"],
-        encoding: Encoding::Cl100kBase,
-        ratio: CLAUDE_RATIO,
-        margin: CLAUDE_MARGIN,
-        tool_overhead: CLAUDE_TOOL_OVERHEAD,
-    },
-    Profile {
-        family: "gemini",
-        prefixes: &["gemini-"],
-        encoding: Encoding::O200kBase,
-        ratio: 1.0,
-        margin: CLAUDE_MARGIN,
-        tool_overhead: 0,
-    },
-];
-
-const CLAUDE_RATIO: f64 = 1.04;
-const CLAUDE_MARGIN: f64 = 0.26;
-const CLAUDE_TOOL_OVERHEAD: u64 = 503;
-
-impl Profile {
-    /// The profile of a model name, if one of its prefixes matches.
-    pub fn for_model(model: &str) -> Option<&'static Profile> {
-        let names: Vec<&str> = model_names(model).collect();
-        PROFILES.iter().find(|p| {
-            p.prefixes
-                .iter()
-                .any(|prefix| names.iter().any(|name| name.starts_with(prefix)))
-        })
-    }
-
-    /// The profile of a family name (`"claude"`).
-    pub fn for_family(family: &str) -> Option<&'static Profile> {
-        PROFILES.iter().find(|p| p.family == family)
-    }
-
-    /// `ratio x (1 + margin)`: what an estimate multiplies exact counts by.
-    pub fn scale(&self) -> f64 {
-        self.ratio * (1.0 + self.margin)
-    }
-}
+pub use crate::models::{PROFILES, Profile};
+use crate::tokenize::Tokenizer;
 
 /// The model names with an estimate, as patterns (`"claude-*, ..."`).
 pub fn known_models() -> String {
@@ -141,7 +67,7 @@ impl Estimate {
             base: Tokenizer::from_encoding(profile.encoding),
             scale: profile.scale(),
             tool_overhead: profile.tool_overhead,
-            images: ImagePricing::for_family(profile.family),
+            images: profile.images,
         }
     }
 

@@ -1,5 +1,7 @@
 //! Image token accounting by the published tile formula, and image dimensions read from the
-//! header of PNG, GIF, JPEG and WebP data (so a `data:` URL never counts as text).
+//! header of PNG, GIF, JPEG and WebP data (so a `data:` URL never counts as text). Which model
+//! is billed by which [`ImagePricing`] is in the model table ([`crate::models`]:
+//! [`ImagePricing::for_model`]).
 
 use base64::Engine as _;
 
@@ -86,136 +88,12 @@ pub const GEMINI_TILE_TOKENS: u64 = 258;
 /// Most 32 px patches an image of a patch model is billed for.
 pub const MAX_PATCHES: u64 = 1536;
 
-/// Model-name prefixes and their pricing, most specific first (the docs' table; a name that
-/// matches none is priced as GPT-4o).
-const FAMILIES: &[(&str, ImagePricing)] = &[
-    // gpt-4o-mini: base 2833, tile 5667 (the same dollar cost as gpt-4o at its lower price).
-    (
-        "gpt-4o-mini",
-        ImagePricing::Tiles {
-            base: 2833,
-            tile: 5667,
-        },
-    ),
-    (
-        "ft:gpt-4o-mini",
-        ImagePricing::Tiles {
-            base: 2833,
-            tile: 5667,
-        },
-    ),
-    // Patch models: gpt-4.1-mini x 1.62, gpt-4.1-nano x 2.46, o4-mini x 1.72, gpt-5-mini x 1.62,
-    // gpt-5-nano x 2.46.
-    (
-        "gpt-4.1-mini",
-        ImagePricing::Patches {
-            multiplier_percent: 162,
-        },
-    ),
-    (
-        "ft:gpt-4.1-mini",
-        ImagePricing::Patches {
-            multiplier_percent: 162,
-        },
-    ),
-    (
-        "gpt-4.1-nano",
-        ImagePricing::Patches {
-            multiplier_percent: 246,
-        },
-    ),
-    (
-        "ft:gpt-4.1-nano",
-        ImagePricing::Patches {
-            multiplier_percent: 246,
-        },
-    ),
-    (
-        "o4-mini",
-        ImagePricing::Patches {
-            multiplier_percent: 172,
-        },
-    ),
-    (
-        "gpt-5-mini",
-        ImagePricing::Patches {
-            multiplier_percent: 162,
-        },
-    ),
-    (
-        "gpt-5-nano",
-        ImagePricing::Patches {
-            multiplier_percent: 246,
-        },
-    ),
-    // gpt-5 and gpt-5-chat-latest: base 70, tile 140.
-    (
-        "gpt-5",
-        ImagePricing::Tiles {
-            base: 70,
-            tile: 140,
-        },
-    ),
-    // o1, o1-pro, o3: base 75, tile 150.
-    (
-        "o1",
-        ImagePricing::Tiles {
-            base: 75,
-            tile: 150,
-        },
-    ),
-    (
-        "o3",
-        ImagePricing::Tiles {
-            base: 75,
-            tile: 150,
-        },
-    ),
-    // computer-use-preview: base 65, tile 129.
-    (
-        "computer-use-preview",
-        ImagePricing::Tiles {
-            base: 65,
-            tile: 129,
-        },
-    ),
-    // gpt-4o, gpt-4.1, gpt-4.5: base 85, tile 170 (also the default).
-    ("gpt-4.1", ImagePricing::DEFAULT),
-    ("gpt-4.5", ImagePricing::DEFAULT),
-    ("gpt-4o", ImagePricing::DEFAULT),
-    ("chatgpt-4o", ImagePricing::DEFAULT),
-];
-
 impl ImagePricing {
     /// GPT-4o's tiles (85 + 170 per tile), also used for models the table does not name.
     pub const DEFAULT: Self = Self::Tiles {
         base: LOW_DETAIL_TOKENS,
         tile: TOKENS_PER_TILE,
     };
-
-    /// The pricing of an OpenAI model name (dated and fine-tuned names included); GPT-4o's for
-    /// a name the table does not know.
-    pub fn for_model(model: &str) -> Self {
-        for name in crate::tokenize::model_names(model) {
-            if let Some(&(_, pricing)) =
-                FAMILIES.iter().find(|(prefix, _)| name.starts_with(prefix))
-            {
-                return pricing;
-            }
-        }
-        crate::estimate::Profile::for_model(model)
-            .map_or(Self::DEFAULT, |profile| Self::for_family(profile.family))
-    }
-
-    /// The pricing of a family without a public vocabulary (`"claude"`, `"gemini"`); GPT-4o's
-    /// for another name.
-    pub fn for_family(family: &str) -> Self {
-        match family {
-            "claude" => Self::Area,
-            "gemini" => Self::GeminiTiles,
-            _ => Self::DEFAULT,
-        }
-    }
 
     /// Tokens of an image part; `size` is `(width, height)` in pixels when known, and an
     /// unknown size counts the most the model can bill (high detail for tile models).

@@ -33,10 +33,12 @@ pub mod estimate;
 pub mod history;
 pub mod image;
 pub mod lexical;
+pub mod models;
 pub mod score;
 pub mod select;
 pub mod tokenize;
 
 pub use error::{Error, Result};
 pub use history::{Snapshot, TokenHistory};
-pub use tokenize::{Encoding, Tokenizer};
+pub use models::Encoding;
+pub use tokenize::Tokenizer;
