@@ -18,6 +18,8 @@ __all__ = [
     "encoding_names",
     "encoding_for_model",
     "image_tokens",
+    "model_names",
+    "model_table",
     "score_columns",
     "select_columns",
     "order_keys",
@@ -163,6 +165,16 @@ def image_tokens(
     detail: str = "auto", width: int | None = None, height: int | None = None, model: str | None = None
 ) -> int:
     """Tokens of an image part, priced as ``model``'s family does (GPT-4o's when None)."""
+
+def model_names(model: str) -> list[str]:
+    """``model``, then what follows each provider prefix in it (ending in ``:``, ``/`` or ``.``):
+    the names every model table is searched for, in order. A lone surrogate raises
+    ``InvalidTextError``."""
+
+def model_table() -> list[tuple[str, str, str]]:
+    """The counting rows of the core's model table in lookup order: ``(pattern, kind, value)``,
+    ``pattern`` a model name or a prefix ending in ``*``; ``kind`` ``"encoding"`` (``value``: the
+    encoding's name) or ``"estimate"`` (``value``: the family, e.g. ``"claude"``)."""
 
 def score_columns(
     policy_name: str,

@@ -3,6 +3,9 @@
 
 use ctxwindow_core::{Snapshot, TokenHistory};
 
+use crate::castable::{
+    BoxCastable, Castable, free_box, set_boxed, try_mut_from_ptr, try_ref_from_ptr,
+};
 use crate::status::{boundary, core_error, ctxw_status, fail, guarded, non_null};
 use ctxw_status::*;
 
@@ -17,6 +20,11 @@ pub struct ctxw_snapshot {
     inner: Snapshot,
 }
 
+impl Castable for ctxw_history {}
+impl BoxCastable for ctxw_history {}
+impl Castable for ctxw_snapshot {}
+impl BoxCastable for ctxw_snapshot {}
+
 /// Creates an empty history in `*out`. The caller owns it and frees it with
 /// `ctxw_history_free`.
 ///
@@ -26,11 +34,11 @@ pub struct ctxw_snapshot {
 pub unsafe extern "C" fn ctxw_history_new(out: *mut *mut ctxw_history) -> ctxw_status {
     boundary(|| {
         non_null!(out);
-        let history = Box::new(ctxw_history {
+        let history = ctxw_history {
             inner: TokenHistory::new(),
-        });
+        };
         // SAFETY: out checked non-null; the caller guarantees it is valid for writes.
-        unsafe { *out = Box::into_raw(history) };
+        unsafe { set_boxed(out, history) };
         CTXW_OK
     })
 }
@@ -44,10 +52,8 @@ pub unsafe extern "C" fn ctxw_history_new(out: *mut *mut ctxw_history) -> ctxw_s
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ctxw_history_free(history: *mut ctxw_history) {
     let _ = guarded(|| {
-        if !history.is_null() {
-            // SAFETY: the pointer came from Box::into_raw in ctxw_history_new (caller's contract).
-            drop(unsafe { Box::from_raw(history) });
-        }
+        // SAFETY: NULL or a pointer from ctxw_history_new not yet freed (caller's contract).
+        unsafe { free_box(history) };
         CTXW_OK
     });
 }
@@ -66,9 +72,7 @@ pub unsafe extern "C" fn ctxw_history_push(
     starts_group: u8,
 ) -> ctxw_status {
     boundary(|| {
-        non_null!(history);
-        // SAFETY: non-null, and valid and unaliased by the caller's contract.
-        let history = unsafe { &mut *history };
+        let history = try_mut_from_ptr!(history);
         match history.inner.push(payload, tokens, starts_group != 0) {
             Ok(()) => CTXW_OK,
             Err(err) => core_error(err),
@@ -99,9 +103,8 @@ pub unsafe extern "C" fn ctxw_history_evict(
     out_len: *mut usize,
 ) -> ctxw_status {
     boundary(|| {
-        non_null!(history, out_len);
-        // SAFETY: non-null, and valid and unaliased by the caller's contract.
-        let history = unsafe { &mut *history };
+        let history = try_mut_from_ptr!(history);
+        non_null!(out_len);
         let low_watermark = if low_watermark.is_null() {
             None
         } else {
@@ -154,9 +157,10 @@ pub unsafe extern "C" fn ctxw_history_len(
     out: *mut usize,
 ) -> ctxw_status {
     boundary(|| {
-        non_null!(history, out);
-        // SAFETY: both non-null and valid by the caller's contract.
-        unsafe { *out = (*history).inner.len() };
+        let history = try_ref_from_ptr!(history);
+        non_null!(out);
+        // SAFETY: out is non-null and valid for a write by the caller's contract.
+        unsafe { *out = history.inner.len() };
         CTXW_OK
     })
 }
@@ -171,9 +175,10 @@ pub unsafe extern "C" fn ctxw_history_total_tokens(
     out: *mut u64,
 ) -> ctxw_status {
     boundary(|| {
-        non_null!(history, out);
-        // SAFETY: both non-null and valid by the caller's contract.
-        unsafe { *out = (*history).inner.total_tokens() };
+        let history = try_ref_from_ptr!(history);
+        non_null!(out);
+        // SAFETY: out is non-null and valid for a write by the caller's contract.
+        unsafe { *out = history.inner.total_tokens() };
         CTXW_OK
     })
 }
@@ -192,9 +197,7 @@ pub unsafe extern "C" fn ctxw_history_get(
     out_starts_group: *mut bool,
 ) -> ctxw_status {
     boundary(|| {
-        non_null!(history);
-        // SAFETY: non-null and valid by the caller's contract.
-        let history = unsafe { &*history };
+        let history = try_ref_from_ptr!(history);
         let Some((&payload, tokens, starts_group)) = history.inner.get(index) else {
             return core_error(ctxwindow_core::Error::IndexOutOfRange {
                 index: i64::try_from(index).unwrap_or(i64::MAX),
@@ -229,14 +232,13 @@ pub unsafe extern "C" fn ctxw_history_snapshot(
     out: *mut *mut ctxw_snapshot,
 ) -> ctxw_status {
     boundary(|| {
-        non_null!(history, out);
-        // SAFETY: non-null, and valid and unaliased by the caller's contract.
-        let history = unsafe { &mut *history };
-        let snapshot = Box::new(ctxw_snapshot {
+        let history = try_mut_from_ptr!(history);
+        non_null!(out);
+        let snapshot = ctxw_snapshot {
             inner: history.inner.snapshot(),
-        });
+        };
         // SAFETY: out checked non-null and valid by the caller's contract.
-        unsafe { *out = Box::into_raw(snapshot) };
+        unsafe { set_boxed(out, snapshot) };
         CTXW_OK
     })
 }
@@ -248,10 +250,8 @@ pub unsafe extern "C" fn ctxw_history_snapshot(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ctxw_snapshot_free(snapshot: *mut ctxw_snapshot) {
     let _ = guarded(|| {
-        if !snapshot.is_null() {
-            // SAFETY: the pointer came from Box::into_raw (caller's contract).
-            drop(unsafe { Box::from_raw(snapshot) });
-        }
+        // SAFETY: NULL or a pointer from ctxw_history_snapshot not yet freed (caller's contract).
+        unsafe { free_box(snapshot) };
         CTXW_OK
     });
 }
@@ -268,9 +268,8 @@ pub unsafe extern "C" fn ctxw_history_rollback(
     snapshot: *const ctxw_snapshot,
 ) -> ctxw_status {
     boundary(|| {
-        non_null!(history, snapshot);
-        // SAFETY: both non-null and valid by the caller's contract; distinct objects.
-        let (history, snapshot) = unsafe { (&mut *history, &*snapshot) };
+        let history = try_mut_from_ptr!(history);
+        let snapshot = try_ref_from_ptr!(snapshot);
         match history.inner.rollback(&snapshot.inner) {
             Ok(_) => {
                 history.inner.release_unreachable();
@@ -288,9 +287,7 @@ pub unsafe extern "C" fn ctxw_history_rollback(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ctxw_history_clear(history: *mut ctxw_history) -> ctxw_status {
     boundary(|| {
-        non_null!(history);
-        // SAFETY: non-null, and valid and unaliased by the caller's contract.
-        unsafe { (*history).inner.clear() };
+        try_mut_from_ptr!(history).inner.clear();
         CTXW_OK
     })
 }

@@ -13,6 +13,7 @@
 //!   [`ctxw_last_error_message`].
 #![allow(non_camel_case_types)]
 
+mod castable;
 mod history;
 mod scoring;
 mod status;

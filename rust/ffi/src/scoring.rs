@@ -6,6 +6,7 @@ use std::ffi::{CStr, c_char};
 use ctxwindow_core::score::{self, Columns, Floats, Policy, RetentionParams};
 use ctxwindow_core::select::{self, Selection, Stop};
 
+use crate::castable::{Castable, try_ref_from_ptr};
 use crate::status::{array, boundary, core_error, ctxw_status, fail, non_null};
 use ctxw_status::*;
 
@@ -41,6 +42,8 @@ pub struct ctxw_columns {
     /// Width of the embeddings (ignored when they are NULL).
     pub embedding_dim: usize,
 }
+
+impl Castable for ctxw_columns {}
 
 /// Parameters of the `retention` policy.
 #[repr(C)]
@@ -119,9 +122,7 @@ fn run_score(
     out: *mut f64,
     out_len: usize,
 ) -> ctxw_status {
-    non_null!(columns);
-    // SAFETY: non-null and valid by the caller's contract.
-    let columns = unsafe { &*columns };
+    let columns = try_ref_from_ptr!(columns);
     if columns.len != out_len {
         return fail(
             CTXW_INVALID_ARGUMENT,

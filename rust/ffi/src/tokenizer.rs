@@ -4,6 +4,7 @@ use std::ffi::{CStr, c_char};
 
 use ctxwindow_core::{Error, Tokenizer};
 
+use crate::castable::{BoxCastable, Castable, free_box, set_boxed, try_ref_from_ptr};
 use crate::status::{array, boundary, core_error, ctxw_status, fail, guarded, non_null};
 use ctxw_status::*;
 
@@ -13,6 +14,9 @@ pub struct ctxw_tokenizer {
     inner: Tokenizer,
     name: &'static CStr,
 }
+
+impl Castable for ctxw_tokenizer {}
+impl BoxCastable for ctxw_tokenizer {}
 
 fn name_cstr(tokenizer: &Tokenizer) -> &'static CStr {
     match tokenizer.name() {
@@ -62,12 +66,12 @@ fn new_tokenizer(
     };
     match make(name) {
         Ok(inner) => {
-            let tokenizer = Box::new(ctxw_tokenizer {
+            let tokenizer = ctxw_tokenizer {
                 name: name_cstr(&inner),
                 inner,
-            });
+            };
             // SAFETY: out is non-null and valid for a write (caller's contract).
-            unsafe { *out = Box::into_raw(tokenizer) };
+            unsafe { set_boxed(out, tokenizer) };
             CTXW_OK
         }
         Err(err) => core_error(err),
@@ -109,10 +113,9 @@ pub unsafe extern "C" fn ctxw_tokenizer_for_model(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ctxw_tokenizer_free(tokenizer: *mut ctxw_tokenizer) {
     let _ = guarded(|| {
-        if !tokenizer.is_null() {
-            // SAFETY: the pointer came from Box::into_raw (caller's contract).
-            drop(unsafe { Box::from_raw(tokenizer) });
-        }
+        // SAFETY: NULL or a pointer from ctxw_tokenizer_new/_for_model not yet freed (caller's
+        // contract).
+        unsafe { free_box(tokenizer) };
         CTXW_OK
     });
 }
@@ -128,9 +131,10 @@ pub unsafe extern "C" fn ctxw_tokenizer_name(
     out_name: *mut *const c_char,
 ) -> ctxw_status {
     boundary(|| {
-        non_null!(tokenizer, out_name);
-        // SAFETY: both non-null and valid by the caller's contract.
-        unsafe { *out_name = (*tokenizer).name.as_ptr() };
+        let tokenizer = try_ref_from_ptr!(tokenizer);
+        non_null!(out_name);
+        // SAFETY: out_name is non-null and valid for a write by the caller's contract.
+        unsafe { *out_name = tokenizer.name.as_ptr() };
         CTXW_OK
     })
 }
@@ -149,14 +153,15 @@ pub unsafe extern "C" fn ctxw_tokenizer_count(
     out: *mut u64,
 ) -> ctxw_status {
     boundary(|| {
-        non_null!(tokenizer, out);
+        let tokenizer = try_ref_from_ptr!(tokenizer);
+        non_null!(out);
         // SAFETY: text is valid for len reads (caller's contract).
         let text = match unsafe { self::text(text, len, "text") } {
             Ok(text) => text,
             Err(status) => return status,
         };
-        // SAFETY: both non-null and valid by the caller's contract.
-        unsafe { *out = (*tokenizer).inner.count(text) as u64 };
+        // SAFETY: out is non-null and valid for a write by the caller's contract.
+        unsafe { *out = tokenizer.inner.count(text) as u64 };
         CTXW_OK
     })
 }
@@ -177,7 +182,7 @@ pub unsafe extern "C" fn ctxw_tokenizer_count_many(
     out_counts: *mut u32,
 ) -> ctxw_status {
     boundary(|| {
-        non_null!(tokenizer);
+        let tokenizer = &try_ref_from_ptr!(tokenizer).inner;
         if n == 0 {
             return CTXW_OK;
         }
@@ -195,8 +200,6 @@ pub unsafe extern "C" fn ctxw_tokenizer_count_many(
                 Err(status) => return status,
             }
         }
-        // SAFETY: tokenizer is non-null and valid.
-        let tokenizer = unsafe { &(*tokenizer).inner };
         match tokenizer.count_many(&strs) {
             Ok(counts) => {
                 // SAFETY: out_counts is valid for n writes (caller's contract).

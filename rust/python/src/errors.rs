@@ -147,3 +147,38 @@ pub fn tiktoken_text(text: &Bound<'_, PyString>) -> PyResult<PyBackedStr> {
         .call_method1(intern!(py, "decode"), ("utf-16", "replace"))?
         .extract::<PyBackedStr>()
 }
+
+/// A `str` argument that must be valid Unicode: `InvalidTypeError` for another type,
+/// `InvalidTextError` naming the position of the first lone surrogate (UTF-8 cannot carry one,
+/// and a name with one matches nothing).
+pub fn extract_strict_text(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PyBackedStr> {
+    let py = obj.py();
+    let Ok(text) = obj.cast::<PyString>() else {
+        return Err(error(
+            py,
+            Kind::InvalidType,
+            format!("{what} must be a str, not {}", type_name(obj)),
+        ));
+    };
+    if let Ok(utf8) = text.extract::<PyBackedStr>() {
+        return Ok(utf8);
+    }
+    // Surrogates pass through as three bytes each; the valid prefix counts the characters
+    // before the first one.
+    let bytes = text
+        .call_method1(intern!(py, "encode"), ("utf-8", "surrogatepass"))?
+        .extract::<Vec<u8>>()?;
+    let valid = match std::str::from_utf8(&bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) => e.valid_up_to(),
+    };
+    let position = String::from_utf8_lossy(&bytes[..valid]).chars().count();
+    Err(error(
+        py,
+        Kind::InvalidText,
+        format!(
+            "{what} is not valid Unicode: a lone surrogate at position {position} (UTF-8 cannot \
+             encode it)"
+        ),
+    ))
+}

@@ -5,6 +5,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 use ctxwindow_core::{Snapshot, TokenHistory};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -44,21 +45,38 @@ impl PySnapshot {
     }
 }
 
-fn extract_index(index: &Bound<'_, PyAny>) -> PyResult<isize> {
+fn extract_index(index: &Bound<'_, PyAny>) -> PyResult<Index> {
+    let py = index.py();
     if index.is_instance_of::<pyo3::types::PyBool>() {
         return Err(error(
-            index.py(),
+            py,
             Kind::InvalidType,
             "history index must be an int, not bool",
         ));
     }
-    index.extract().map_err(|_| {
-        error(
-            index.py(),
+    if let Ok(index) = index.extract::<isize>() {
+        return Ok(Index::Fits(index));
+    }
+    // An int (or `__index__`) beyond the platform's range is out of range of any history.
+    match py
+        .import(intern!(py, "operator"))?
+        .call_method1(intern!(py, "index"), (index,))
+    {
+        Ok(value) => Ok(Index::TooLarge(value.str()?.to_string())),
+        Err(_) => Err(error(
+            py,
             Kind::InvalidType,
             format!("history index must be an int, not {}", type_name(index)),
-        )
-    })
+        )),
+    }
+}
+
+/// A history index as Python gave it.
+enum Index {
+    /// Within the platform's `isize`.
+    Fits(isize),
+    /// Beyond it (its decimal digits), so beyond any history.
+    TooLarge(String),
 }
 
 impl PyTokenHistory {
@@ -84,7 +102,7 @@ impl PyTokenHistory {
         }
     }
 
-    fn index_error(py: Python<'_>, index: isize, len: usize) -> PyErr {
+    fn index_error(py: Python<'_>, index: &str, len: usize) -> PyErr {
         error(
             py,
             Kind::Index,
@@ -233,12 +251,18 @@ impl PyTokenHistory {
         // it is released (creating a Python object may run a finalizer that uses this history).
         let found = {
             let history = self.lock();
-            Self::resolve(index, history.len()).map(|i| {
-                let (item, tokens, starts_group) = history.get(i).expect("index resolved");
-                (item.clone_ref(py), tokens, starts_group)
-            })
+            match &index {
+                Index::Fits(index) => Self::resolve(*index, history.len()).map(|i| {
+                    let (item, tokens, starts_group) = history.get(i).expect("index resolved");
+                    (item.clone_ref(py), tokens, starts_group)
+                }),
+                Index::TooLarge(_) => Err(history.len()),
+            }
         };
-        found.map_err(|len| Self::index_error(py, index, len))
+        found.map_err(|len| match index {
+            Index::Fits(index) => Self::index_error(py, &index.to_string(), len),
+            Index::TooLarge(digits) => Self::index_error(py, &digits, len),
+        })
     }
 
     /// Every entry as `(item, tokens, starts_group)`, oldest first.

@@ -7,6 +7,7 @@ mod errors;
 mod history;
 mod lexical;
 mod messages;
+mod models;
 mod scoring;
 mod tokenizer;
 
@@ -23,6 +24,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tokenizer::encoding_names, m)?)?;
     m.add_function(wrap_pyfunction!(tokenizer::encoding_for_model, m)?)?;
     m.add_function(wrap_pyfunction!(tokenizer::image_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(models::model_names, m)?)?;
+    m.add_function(wrap_pyfunction!(models::model_table, m)?)?;
     m.add_function(wrap_pyfunction!(scoring::score_columns, m)?)?;
     m.add_function(wrap_pyfunction!(scoring::select_columns, m)?)?;
     m.add_function(wrap_pyfunction!(scoring::order_keys, m)?)?;
