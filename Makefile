@@ -16,7 +16,7 @@ FFI_LIB := target/release/libctxwindow.a
 C_TESTS := $(patsubst tests/c/%.c,tests/c/bin/%,$(wildcard tests/c/*.c))
 VALGRIND := valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
 
-.PHONY: demo test build rust-test c-test py-test lint header bench bench-dask soak clean postgres-server sanitize
+.PHONY: demo test build rust-test c-test py-test lint header bench bench-dask soak clean postgres-server sanitize docs docs-check
 
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,18 @@ build: $(STAMP)
 demo: build
 	$(BIN)/ctxwindow replay --max-tokens 2500 --plot out/replay.png --json out/replay.json
 
-test: build rust-test c-test sanitize py-test lint
+test: build rust-test c-test sanitize py-test lint docs-check
+
+# The documentation site (mkdocs.yml, docs/), built into site/: `docs` shows the build's log,
+# `docs-check` is the same strict build, quiet, as part of `make test`, so a broken link, anchor
+# or API reference fails. Offline: the API reference is read from the sources and _native.pyi,
+# and the theme uses the system fonts.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+docs: $(STAMP)
+	$(MKDOCS) build --strict
+
+docs-check: $(STAMP)
+	$(MKDOCS) build --strict --quiet
 
 rust-test:
 	cargo test --release --workspace --exclude ctxwindow-python

@@ -1,4 +1,5 @@
-"""The fidelity evaluations shared by tests/test_fidelity.py and benches/bench_fidelity.py.
+"""The fidelity evaluations shared by tests/test_fidelity.py, tests/test_instructions.py and
+benches/bench_fidelity.py.
 
 Every data set is split in two halves, by position: the TUNING half (even positions) is the one
 the summarizer's rules, the instruction detector and the gate were developed against; the

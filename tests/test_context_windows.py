@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ctxwindow import ContextWindow, InvalidArgumentError, Tokenizer
-from ctxwindow.context_windows import CONTEXT_WINDOWS, MAX_DEFAULT_RESERVE, context_window, default_reserve
+from ctxwindow.models import CONTEXT_WINDOWS, MAX_DEFAULT_RESERVE, context_window, default_reserve
 
 
 def test_the_table_matches_genai_prices() -> None:

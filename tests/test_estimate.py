@@ -21,8 +21,7 @@ from ctxwindow import (
     UnknownEncodingError,
     image_tokens,
 )
-from ctxwindow.context_windows import context_window
-from ctxwindow.cost import price_for
+from ctxwindow.models import context_window, price_for
 from ctxwindow.state import calibration_bounds
 from ctxwindow.tools import count_tools, tools_json
 from tests import estimate_eval as ee

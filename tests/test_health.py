@@ -15,7 +15,7 @@ from ctxwindow.health import Alert, HealthMonitor, HealthSnapshot, HealthThresho
 from ctxwindow.messages import from_tau_bench
 from ctxwindow.strategies import Summarize
 
-from .test_window import call, result
+from .window_checks import call, result, user_facts_window
 
 TOKENIZER = Tokenizer("o200k_base")
 
@@ -141,3 +141,13 @@ def test_a_nearly_empty_window_raises_no_growth_warnings() -> None:
         "tool_result_bloat", "burn_rate"]
     with pytest.raises(InvalidArgumentError):
         HealthThresholds(quiet_below=0.0)
+
+
+def test_the_health_monitor_reports_the_gate() -> None:
+    window = user_facts_window(strategies=[Summarize(preserve_recent=2)])
+    monitor = HealthMonitor(window)
+    window.add({"role": "user", "content": "and now? " + "more detail " * 200})
+    collected = monitor.collect()
+    last = window.last_compaction
+    assert last is not None and last.gate is not None
+    assert collected.fidelity == last.gate.score and collected.facts_lost == len(last.gate.lost)

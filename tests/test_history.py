@@ -326,9 +326,11 @@ def test_shared_between_threads() -> None:
     history = TokenHistory()
     per_thread = 2_000
     errors: list[BaseException] = []
+    start = threading.Barrier(4)  # all four push at once, not one after another
 
     def worker(offset: int) -> None:
         try:
+            start.wait()
             for i in range(per_thread):
                 history.push(offset + i, 1)
                 if i % 100 == 0:

@@ -146,3 +146,94 @@ def test_token_counter_matches_the_chat_accounting_and_works_in_trim_messages() 
     trimmed = trim_messages(messages, max_tokens=exact - 1, token_counter=counter, strategy="last",
                             start_on="human", allow_partial=False)
     assert counter(trimmed) <= exact - 1
+
+
+# --- the window's blocks (standing instructions, notes) reach every request ------------------------
+
+RULE = "From now on, always answer in French."
+NOTE = "The build uses meson, not make."
+SMALL = 2_500
+
+
+def scan(path: str) -> str:
+    return f"# {path}\n" + "".join(f"line {i}: value = {i * 7}\n" for i in range(60))
+
+
+@tool
+def read_small(path: str) -> str:
+    """Reads a file of the repository."""
+    return scan(path)
+
+
+def rounds(tag: str, count: int) -> list[AIMessage]:
+    return [AIMessage("", tool_calls=[{"name": "read_small", "args": {"path": f"{tag}{k}.py"}, "id": f"{tag}_{k}",
+                                       "type": "tool_call"}]) for k in range(count)] + [AIMessage(f"Fini ({tag}).")]
+
+
+def texts(request: list[dict[str, Any]], role: str | None = None) -> list[str]:
+    return [str(m["content"]) for m in request if role is None or m["role"] == role]
+
+
+def carries(request: list[dict[str, Any]], text: str) -> bool:
+    return any(text in t for t in texts(request))
+
+
+class Conversation:
+    """A ``create_agent`` agent with the middleware on one thread, kept by a checkpointer."""
+
+    def __init__(self, persist: bool, replies: list[AIMessage]) -> None:
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        self.model = RecordingModel(script=replies)
+        extra: dict[str, Any] = {"system": SYSTEM, "tools": [convert_to_openai_tool(read_small)]} if persist else {}
+        self.middleware = ContextWindowMiddleware(model="gpt-4o", max_tokens=SMALL, persist=persist, **extra)
+        self.agent = create_agent(self.model, tools=[read_small], system_prompt=SYSTEM,
+                                  checkpointer=InMemorySaver(), middleware=[self.middleware])
+        self.window = self.middleware.window("t1")
+        self.window.write_note("decisions", NOTE)
+
+    def ask(self, *questions: str) -> list[list[dict[str, Any]]]:
+        """The requests the model received for these questions, asked in turn."""
+        start = len(self.model.received)
+        for question in questions:
+            self.agent.invoke({"messages": [HumanMessage(question)]}, {"configurable": {"thread_id": "t1"}})
+        return self.model.received[start:]
+
+
+@pytest.mark.parametrize("persist", [False, True])
+def test_a_rule_of_the_first_message_and_the_notes_reach_every_request_after_its_eviction(persist: bool) -> None:
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    replies = [AIMessage("D'accord.")] + rounds("a", 4) + rounds("b", 4)
+    conversation = Conversation(persist, replies)
+    received = conversation.ask(RULE, "Read the a files.", "Read the b files.")
+    assert len(received) == len(replies)
+    tokenizer = Tokenizer.for_model("gpt-4o")
+    tool_tokens = count_tools([convert_to_openai_tool(read_small)], tokenizer)
+    for request in received:
+        assert check_history(request) == [], request
+        assert request[0] == {"role": "system", "content": SYSTEM}
+        assert carries(request, "always answer in French"), request
+        assert sum(NOTE in t for t in texts(request, "system")) == 1, request
+        assert tokenizer.count_messages(request) + tool_tokens <= SMALL
+    # The user's message did leave the requests: the rule then travelled in the instructions block.
+    evicted = [r for r in received if RULE not in texts(r, "user")]
+    assert len(evicted) >= 3
+    assert all(sum("always answer in French" in t for t in texts(r, "system")) == 1 for r in evicted)
+    assert [i.text for i in conversation.window.instructions] == [RULE]
+
+
+@pytest.mark.parametrize("persist", [False, True])
+def test_a_removed_instruction_leaves_the_requests(persist: bool) -> None:
+    conversation = Conversation(persist, [AIMessage("D'accord.")] + rounds("a", 4) + rounds("b", 2))
+    last = conversation.ask(RULE, "Read the a files.")[-1]
+    assert carries(last, "always answer in French")
+    assert RULE not in texts(last, "user")  # only the block carries it by now
+    window = conversation.window
+    window.remove_instruction(window.instructions[0].id)
+    later = conversation.ask("Read the b files.")
+    assert len(later) == 3
+    for request in later:
+        assert not carries(request, "French"), request
+        assert sum(NOTE in t for t in texts(request, "system")) == 1

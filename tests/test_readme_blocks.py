@@ -1,10 +1,11 @@
-"""Every Python block of the README runs, in order, as a reader meets them.
+"""Every Python block of the README and of the documentation pages runs, in order, as a reader meets them.
 
-The blocks run as written in one namespace (later sections use the ``window`` of earlier ones).
-What the README leaves to the reader (their system prompt, tool schemas, provider client, data
-columns, ...) is supplied by :func:`reader_names` with real objects; the provider is an
-OpenAI-compatible server started here on localhost, which answers every chat completion and
-reports ``prompt_tokens`` counted with the model's vocabulary. Two placeholders for the reader's
+Each page (README.md, then every docs/**/*.md) runs as written in its own namespace, its blocks in
+order (a later block of a page uses the ``window`` of an earlier one). What a page leaves to the
+reader (their system prompt, tool schemas, provider client, data columns, ...) is supplied by
+:func:`reader_names` with real objects; the provider is a server started here on localhost that
+speaks OpenAI's chat completions and Anthropic's Messages API, answers every request and reports
+the prompt's tokens counted with a real vocabulary. Two placeholders for the reader's
 infrastructure are replaced: the PostgreSQL DSN by a throwaway server's, the ``s3://`` dataset by a
 local Parquet file.
 """
@@ -30,28 +31,47 @@ import pytest
 from ctxwindow import Tokenizer
 from tests.conftest import send_json
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 DSN_PLACEHOLDER = "postgresql://agents@db.internal/agents"
 S3_PLACEHOLDER = "s3://bucket/memory-items/"
 
 
-def readme_blocks() -> list[tuple[int, str]]:
-    """(line, code) of every ```python block."""
-    text = README.read_text()
+def pages() -> list[Path]:
+    """The README, then every page of the documentation site."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def python_blocks(page: Path) -> list[tuple[int, str]]:
+    """(line, code) of every ```python block of ``page``."""
+    text = page.read_text()
     return [(text[:m.start()].count("\n") + 2, m.group(1)) for m in re.finditer(r"```python\n(.*?)```", text, re.S)]
 
 
+def readme_blocks() -> list[tuple[int, str]]:
+    """(line, code) of every ```python block of the README."""
+    return python_blocks(README)
+
+
 class _ChatCompletions(http.server.BaseHTTPRequestHandler):
-    """``POST /v1/chat/completions``: a short reply, with usage counted by o200k_base."""
+    """``POST /v1/chat/completions``: a short reply, with usage counted by o200k_base; ``POST
+    /v1/messages``: the same as Anthropic's Messages API answers it, counted by cl100k_base."""
 
     counter = Tokenizer("o200k_base")
+    anthropic_counter = Tokenizer("cl100k_base")
     requests: list[dict[str, Any]] = []
+    anthropic_requests: list[dict[str, Any]] = []
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path.endswith("/v1/messages"):
+            self.anthropic_requests.append(body)
+            self._anthropic_reply(body)
+            return
         self.requests.append(body)
         if not self.path.endswith("/chat/completions"):
-            self.send_error(404, f"only chat completions here, not {self.path}")
+            self.send_error(404, f"only chat completions and messages here, not {self.path}")
             return
         prompt = self.counter.count_messages(body["messages"])
         reply = {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 1_700_000_000,
@@ -59,6 +79,17 @@ class _ChatCompletions(http.server.BaseHTTPRequestHandler):
                  "choices": [{"index": 0, "finish_reason": "stop",
                               "message": {"role": "assistant", "content": "Summary: the task so far."}}],
                  "usage": {"prompt_tokens": prompt, "completion_tokens": 6, "total_tokens": prompt + 6}}
+        send_json(self, reply)
+
+    def _anthropic_reply(self, body: dict[str, Any]) -> None:
+        from ctxwindow.messages import from_anthropic
+
+        prompt = self.anthropic_counter.count_messages(from_anthropic(body["messages"], body.get("system")))
+        reply = {"id": f"msg_{len(self.anthropic_requests)}", "type": "message", "role": "assistant",
+                 "model": body.get("model", "claude-sonnet-4-5"), "stop_reason": "end_turn", "stop_sequence": None,
+                 "content": [{"type": "text", "text": "Summary: the task so far."}],
+                 "usage": {"input_tokens": prompt, "output_tokens": 6,
+                           "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}
         send_json(self, reply)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
@@ -115,37 +146,43 @@ def reader_names(base_url: str) -> dict[str, Any]:
     }
 
 
-def run_block(code: str, line: int, namespace: dict[str, Any]) -> None:
-    compiled = compile(code, f"README.md:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    result = eval(compiled, namespace)  # noqa: S307 (the README's own code)
+def run_block(code: str, line: int, namespace: dict[str, Any], page: Path = README) -> None:
+    """Runs one block as a reader would paste it (top-level ``await`` included)."""
+    compiled = compile(code, f"{page.relative_to(ROOT)}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    result = eval(compiled, namespace)  # noqa: S307 (the documentation's own code)
     if inspect.iscoroutine(result):
         asyncio.run(result)
 
 
 def test_every_readme_python_block_runs(provider: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         request: pytest.FixtureRequest) -> None:
+    """The README's blocks and every documentation page's blocks run against the local provider."""
     import pandas as pd  # type: ignore[import-untyped]
 
     monkeypatch.chdir(tmp_path)  # the blocks' files (agent.db, chats.db, health.jsonl) go here
     monkeypatch.setenv("OPENAI_API_KEY", "local")
     monkeypatch.setenv("OPENAI_BASE_URL", provider)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "local")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", provider.removesuffix("/v1"))
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
     from agents import set_default_openai_api, set_tracing_disabled
 
     set_tracing_disabled(True)
     set_default_openai_api("chat_completions")  # the local provider serves chat completions
-    namespace = reader_names(provider)
     items = tmp_path / "memory-items.parquet"
     rng = np.random.default_rng(3)
     pd.DataFrame({"tokens": rng.integers(1, 60, 500), "created_turn": rng.integers(0, 120, 500),
                   "last_access_turn": rng.integers(0, 121, 500), "access_count": rng.integers(0, 6, 500),
                   "content_type": rng.integers(0, 6, 500).astype(np.uint8), "priority": rng.random(500),
                   "pinned": rng.random(500) < 0.1, "reference_count": rng.integers(0, 3, 500)}).to_parquet(items)
-    blocks = readme_blocks()
+    blocks = [(page, line, code) for page in pages() for line, code in python_blocks(page)]
     assert len(blocks) >= 14
+    namespaces: dict[str, dict[str, Any]] = {}
     ran = 0
     try:
-        for line, code in blocks:
+        for page, line, code in blocks:
+            # each page is read on its own: it starts from the reader's names, not another page's
+            namespace = namespaces.setdefault(str(page.relative_to(ROOT)), reader_names(provider))
             if DSN_PLACEHOLDER in code:
                 if os.environ.get("CTXWINDOW_SKIP_POSTGRES") == "1":  # as the PostgreSQL tests: skipped explicitly
                     ran += 1
@@ -153,14 +190,20 @@ def test_every_readme_python_block_runs(provider: str, tmp_path: Path, monkeypat
                 server = request.getfixturevalue("postgres_server")
                 code = code.replace(DSN_PLACEHOLDER, server.new_schema())
             code = code.replace(S3_PLACEHOLDER, str(items))
-            run_block(code, line, namespace)
+            run_block(code, line, namespace, page)
             ran += 1
     finally:
         set_default_openai_api("responses")
     assert ran == len(blocks)
-    # The blocks did what they say: the ContextWindow section's call reached the provider with the
-    # window's messages and tools, and the Agents SDK run got the provider's reply.
-    sent = [r for r in _ChatCompletions.requests if r.get("tools") == namespace["tool_schemas"]]
-    assert sent and sent[0]["messages"][0]["content"] == namespace["policy_text"]
-    assert namespace["result"].final_output == "Summary: the task so far."
+    # The blocks did what they say: the window guide's call reached the provider with the window's
+    # messages and tools, the Agents SDK runs (README and guide) got the provider's reply, and the
+    # README's Anthropic example sent the window's system prompt and kept the reply.
+    sent = [r for r in _ChatCompletions.requests if r.get("tools") == namespaces["docs/guides/window.md"]["tool_schemas"]]
+    assert sent and sent[0]["messages"][0]["content"] == namespaces["docs/guides/window.md"]["policy_text"]
+    for name in ("README.md", "docs/guides/frameworks.md"):
+        assert namespaces[name]["result"].final_output == "Summary: the task so far."
+    assert [r["system"] for r in _ChatCompletions.anthropic_requests] == ["You are terse."]
+    readme_window = namespaces["README.md"]["window"]
+    assert [m["role"] for m in readme_window.messages()] == ["system", "user", "assistant"]
+    assert readme_window.messages()[-1]["content"] == "Summary: the task so far."
     assert (tmp_path / "agent.db").exists() and (tmp_path / "health.jsonl").exists()

@@ -6,7 +6,8 @@ import gc
 import gzip
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,11 +17,11 @@ from hypothesis import strategies as st
 
 from ctxwindow import ContextOverflowError, ContextWindow, InvalidArgumentError, InvalidTypeError, Recall
 from ctxwindow._native import Bm25Index
-from ctxwindow.checkpoint import SQLiteCheckpointStore
+from ctxwindow.checkpoint import FileCheckpointStore, SQLiteCheckpointStore
 from ctxwindow.messages import check_history
 from ctxwindow.recall import RECALL_HEADER, parse_recall_arguments, render_group
 from tests.conftest import require_shared_data
-from tests.test_checkpoint import DatabaseStore, open_database  # noqa: F401  (a fixture)
+from tests.test_checkpoint.stores import DatabaseStore, close, make_store, server_for
 
 LOCKER = {"role": "user", "content": "My locker code is 4417, please remember the locker code."}
 
@@ -44,6 +45,25 @@ def inventory_exchange(window: ContextWindow) -> None:
         {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": '{"site": "warehouse"}'}}]})
     window.add({"role": "tool", "tool_call_id": "c1", "content": "warehouse holds 312 crates of lanterns"})
     window.add({"role": "assistant", "content": "312 crates."})
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], DatabaseStore]]:
+    """Opens stores (each call a new one, as after a restart) on one SQLite file or one
+    PostgreSQL schema: the stores that can hold recall's archive."""
+    server = server_for(request, request.param)
+    dsn = server.new_schema() if server else None
+    opened: list[DatabaseStore] = []
+
+    def open_store() -> DatabaseStore:
+        store = make_store(request.param, tmp_path, 20, dsn=dsn)
+        assert not isinstance(store, FileCheckpointStore)
+        opened.append(store)
+        return store
+
+    yield open_store
+    for store in opened:
+        close(store)
 
 
 def block_of(window: ContextWindow) -> str | None:
@@ -257,8 +277,9 @@ def test_validation() -> None:
         Recall(100, embedder=3)  # type: ignore[arg-type]
     with pytest.raises(InvalidTypeError):
         Recall(100, store=object())
+    not_a_recall: Any = 3
     with pytest.raises(InvalidTypeError):
-        ContextWindow("gpt-4o", max_tokens=1000, recall=3)
+        ContextWindow("gpt-4o", max_tokens=1000, recall=not_a_recall)
     shared = Recall(100)
     first = ContextWindow("gpt-4o", max_tokens=1000, recall=shared)
     with pytest.raises(InvalidArgumentError, match="another window"):
@@ -326,7 +347,7 @@ def test_render_group() -> None:
 
 # --- stores --------------------------------------------------------------------------------------
 
-def test_recall_survives_a_restart_with_a_store(open_database: Callable[[], DatabaseStore]) -> None:  # noqa: F811
+def test_recall_survives_a_restart_with_a_store(open_database: Callable[[], DatabaseStore]) -> None:
     store = open_database()
     window = recall_window(recall=Recall(max_tokens=200, store=store, session_id="s1"))
     window.add(LOCKER)

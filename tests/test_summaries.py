@@ -22,7 +22,7 @@ from ctxwindow.messages import from_tau_bench, text_of
 from ctxwindow.strategies import Notes, ProgressiveSummarize, SemanticMerge, Summarize
 from ctxwindow.summarizers import SUMMARY_HEADER, extractive
 
-from .test_window import call, check_valid, result
+from .window_checks import call, check_valid, result
 
 Message = dict[str, Any]
 

@@ -22,11 +22,13 @@ from typing import Any
 from ctxwindow.archive import MessageArchive, StagedArchive
 from ctxwindow.conversation import ConversationStore, settle_groups
 from ctxwindow.errors import ContextOverflowError
+from ctxwindow.events import EventBus, StatusEvent
 from ctxwindow.gate import FidelityGate, GateOutcome
 from ctxwindow.messages import PLACEHOLDER_USER, Message, check_history
 from ctxwindow.strategies import Cascade, CompactionState, DropOldest, Entry, StrategyReport
 
-__all__ = ["CompactionResult", "Plan", "Limits", "GateSettings", "plan_compaction", "apply_plan", "protected_tokens", "settle"]
+__all__ = ["CompactionResult", "Plan", "Limits", "GateSettings", "plan_compaction", "apply_plan", "protected_tokens",
+           "settle", "compaction_result", "announce"]
 
 
 @dataclass(frozen=True)
@@ -270,3 +272,30 @@ def apply_plan(store: ConversationStore, plan: Plan) -> list[Entry]:
     else:
         store.replace(plan.entries, plan.next_seq)
     return list(plan.evicted)
+
+
+def compaction_result(plan: Plan, evicted: list[Message], before: int, after: int, reason: str,
+                      measure: Callable[[], float] | None) -> CompactionResult:
+    """The result of an applied plan: the strategies that changed something (``drop_oldest``
+    named when the last resort evicted), and the key-fact retention across it (the gate's score
+    when it ran, else ``measure()`` when given)."""
+    reports = list(plan.reports)
+    applied = [r.name for r in reports if r.changed]
+    if evicted and "drop_oldest" not in applied and not any(r.evicted for r in reports if r.name != "drop_oldest"):
+        applied.append("drop_oldest")
+    fidelity = None
+    if applied or evicted:
+        fidelity = plan.gate.score if plan.gate is not None else (measure() if measure is not None else None)
+    return CompactionResult(applied, before, after, evicted, reports, reason, fidelity, plan.gate)
+
+
+def announce(events: EventBus, result: CompactionResult, usage: Any) -> None:
+    """The events of a compaction (after it committed): ``on_evict`` when it removed messages,
+    ``on_compact``, and ``on_status`` with a sentence for people (``usage``: the window's)."""
+    if result.evicted:
+        events.emit("on_evict", result.evicted, usage)
+    events.emit("on_compact", result)
+    if events.has("on_status"):
+        sentence = (f"context window at {usage.utilization:.0%} capacity ({usage.total:,}/{usage.budget:,} tokens), "
+                    + ("compaction applied" if result.applied else "nothing to compact"))
+        events.emit("on_status", StatusEvent(sentence, usage.total, usage.budget, usage.utilization, usage.zone))

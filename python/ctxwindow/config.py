@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ctxwindow._checks import check_fraction, check_int, type_name
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 from ctxwindow.strategies import (
     ClearToolResults,
@@ -56,24 +57,6 @@ _TOML_KEYS = {"model", "max_tokens", "reserve_output", "profile", "trigger", "ta
               "preserve_recent", "system", "strategies", "context", "cache"}
 
 
-def check_int(value: object, name: str, minimum: int) -> int:
-    """``value`` as an int >= ``minimum``, else a typed error naming the setting."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidTypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < minimum:
-        raise InvalidArgumentError(f"{name} must be >= {minimum}, got {value}")
-    return value
-
-
-def check_fraction(value: object, name: str) -> float:
-    """``value`` as a float in (0, 1], else a typed error naming the setting."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidTypeError(f"{name} must be a number, not {type(value).__name__}")
-    if not 0.0 < float(value) <= 1.0:
-        raise InvalidArgumentError(f"{name} must be in (0, 1], got {value}")
-    return float(value)
-
-
 @dataclass(frozen=True)
 class WindowSettings:
     """The numeric settings of a window, validated: ``max_tokens`` >= 1, ``0 <= reserve_output <
@@ -105,10 +88,14 @@ class WindowSettings:
 
 def strategy_from_spec(spec: Mapping[str, Any]) -> object:
     """A strategy from a ``{"type": name, **parameters}`` mapping (TOML configurations)."""
+    if not isinstance(spec, Mapping):
+        raise InvalidTypeError(f"a strategy spec must be a dict with a 'type', not {type_name(spec)}")
     kind = spec.get("type")
-    if kind not in STRATEGY_TYPES:
+    if not isinstance(kind, str) or kind not in STRATEGY_TYPES:
         raise InvalidArgumentError(f"unknown strategy type {kind!r}; known: {', '.join(STRATEGY_TYPES)}")
     parameters = {k: v for k, v in spec.items() if k != "type"}
+    if not all(isinstance(k, str) for k in parameters):
+        raise InvalidTypeError(f"strategy {kind}: parameter names must be str, got {sorted(map(repr, parameters))}")
     try:
         return STRATEGY_TYPES[kind](**parameters)
     except TypeError as error:

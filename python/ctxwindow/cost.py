@@ -13,13 +13,10 @@ each prompt holds than on how long the prefix shared with the previous call stay
   diverge; Anthropic caches at block boundaries (here: whole messages, assuming a cache
   breakpoint at the end of every prompt, the usual agent-loop setup) and writes what it has not
   cached.
-- :data:`PRICES` is a dated table of prices per model (USD per million tokens: input, cached
-  input, cache write, output), copied from the ``genai-prices`` package's data (a maintained
-  source) on :data:`PRICES_DATE`; ``tests/test_cost.py`` checks every row against that package,
-  so a change there fails the tests until the table follows. The runtime needs numpy only, so
-  the table lives here; with ``genai-prices`` installed, :func:`price_for` also finds models
-  the table lacks. Prices are the base tier (prompts under 200k tokens).
-- :func:`call_cost` prices one call; :class:`CallCost` keeps the split.
+- The prices per model (:data:`PRICES`, :class:`Prices`, :func:`price_for`) are a column of the
+  model table, :mod:`ctxwindow.models`, and re-exported here.
+- :func:`call_cost` prices one call; :class:`CallCost` keeps the split; :class:`RunCost` prices
+  the calls of a run as they come.
 
 >>> from ctxwindow import Tokenizer
 >>> tokenizer = Tokenizer("o200k_base")
@@ -34,128 +31,18 @@ each prompt holds than on how long the prefix shared with the previous call stay
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from ctxwindow.context_windows import model_names
+from ctxwindow._canonical import as_items, as_mapping
+from ctxwindow._checks import check_int, type_name
+from ctxwindow._types import TokenCounter
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
+from ctxwindow.models import PRICES, PRICES_DATE, Prices, price_for
 
 __all__ = ["PRICES", "PRICES_DATE", "Prices", "price_for", "PrefixMatch", "shared_prefix", "CacheRules",
            "OPENAI", "ANTHROPIC", "rules_for", "CallCost", "call_cost", "RunCost"]
-
-Message = Mapping[str, Any]
-
-
-class _Encoder(Protocol):
-    def count(self, text: str) -> int: ...
-
-    def count_message(self, message: Mapping[str, Any]) -> int: ...
-
-
-@dataclass(frozen=True)
-class Prices:
-    """USD per million tokens. ``cache_write`` is None where the provider bills cache writes as
-    plain input (OpenAI)."""
-
-    input: float
-    cached_input: float
-    output: float
-    cache_write: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("input", "cached_input", "output", "cache_write"):
-            value = getattr(self, name)
-            if value is None and name == "cache_write":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise InvalidTypeError(f"price {name} must be a number, not {type(value).__name__}")
-            if not math.isfinite(value) or value < 0:
-                raise InvalidArgumentError(f"price {name} must be a finite number >= 0, got {value}")
-        if self.cached_input > self.input:
-            raise InvalidArgumentError(
-                f"cached_input ({self.cached_input}) must not exceed input ({self.input})")
-
-    @property
-    def cached_ratio(self) -> float:
-        """The cached-input price as a share of the input price."""
-        return self.cached_input / self.input if self.input else 1.0
-
-
-#: When :data:`PRICES` was copied from genai-prices (its snapshot in version 0.2.3).
-PRICES_DATE = "2026-11-23"
-
-#: USD per million tokens, base tier, per model (see the module documentation).
-PRICES: dict[str, Prices] = {
-    "gpt-4o": Prices(2.5, 1.25, 10.0),
-    "gpt-4o-mini": Prices(0.15, 0.075, 0.6),
-    "gpt-4.1": Prices(2.0, 0.5, 8.0),
-    "gpt-4.1-mini": Prices(0.4, 0.1, 1.6),
-    "gpt-4.1-nano": Prices(0.1, 0.025, 0.4),
-    "gpt-5": Prices(1.25, 0.125, 10.0),
-    "gpt-5-mini": Prices(0.25, 0.025, 2.0),
-    "gpt-5-nano": Prices(0.05, 0.005, 0.4),
-    "gpt-5.1": Prices(1.25, 0.125, 10.0),
-    "o4-mini": Prices(1.1, 0.275, 4.4),
-    "claude-sonnet-4-5": Prices(3.0, 0.3, 15.0, 3.75),
-    "claude-sonnet-4": Prices(3.0, 0.3, 15.0, 3.75),
-    "claude-haiku-4-5": Prices(1.0, 0.1, 5.0, 1.25),
-    "claude-opus-4-5": Prices(5.0, 0.5, 25.0, 6.25),
-    "claude-opus-4-1": Prices(15.0, 1.5, 75.0, 18.75),
-}
-
-
-def price_for(model: str) -> Prices:
-    """The prices of ``model``: from :data:`PRICES` (a dated or suffixed name falls back to the
-    longest known name it starts with; a provider's prefix such as ``anthropic:`` is skipped), else from ``genai-prices`` when installed, else
-    :class:`~ctxwindow.errors.InvalidArgumentError` listing the known models."""
-    if not isinstance(model, str):
-        raise InvalidTypeError(f"model must be a str, not {type(model).__name__}")
-    for name in model_names(model):
-        if name in PRICES:  # the name itself, then after a provider's prefix (anthropic:claude-...)
-            return PRICES[name]
-        family = max((known for known in PRICES if name.startswith(known + "-")), key=len, default=None)
-        if family is not None:
-            return PRICES[family]
-    found = _genai_prices(model)
-    if found is not None:
-        return found
-    raise InvalidArgumentError(f"no price known for model {model!r}; known: {', '.join(sorted(PRICES))} "
-                               "(or install genai-prices for more)")
-
-
-def _genai_prices(model: str) -> Prices | None:
-    """The prices genai-prices knows for ``model`` (None when it is not installed or has none)."""
-    try:
-        from genai_prices.data_snapshot import get_snapshot
-    except ImportError:
-        return None
-    try:
-        _, info = get_snapshot().find_provider_model(model, None, None, None)
-        return _from_genai_prices(info.prices)
-    except (LookupError, ValueError, TypeError, AttributeError):
-        return None
-
-
-def _base(value: Any) -> float | None:
-    if value is None:
-        return None
-    return float(getattr(value, "base", value))
-
-
-def _from_genai_prices(prices: Any) -> Prices | None:
-    """A :class:`Prices` from a genai-prices ``ModelPrice`` (base tier), or None."""
-    prices = getattr(prices, "prices", prices)  # conditional prices: a list of (constraint, prices)
-    if isinstance(prices, list):
-        prices = prices[-1].prices if prices else None
-    input_price, output_price = _base(getattr(prices, "input_mtok", None)), _base(getattr(prices, "output_mtok", None))
-    if input_price is None or output_price is None:
-        return None
-    cached = _base(getattr(prices, "cache_read_mtok", None))
-    return Prices(input_price, input_price if cached is None else cached, output_price,
-                  _base(getattr(prices, "cache_write_mtok", None)))
-
 
 @dataclass(frozen=True)
 class PrefixMatch:
@@ -171,7 +58,7 @@ class PrefixMatch:
     previous_tokens: int
 
 
-def _message_tokens(message: Message, encode: Callable[[str], list[int]]) -> list[int]:
+def _message_tokens(message: Mapping[str, Any], encode: Callable[[str], list[int]]) -> list[int]:
     """The tokens of a message as this measure compares them: role, text, then tool calls."""
     content = message.get("content")
     text = content if isinstance(content, str) else json.dumps(content, sort_keys=True, ensure_ascii=False)
@@ -180,9 +67,14 @@ def _message_tokens(message: Message, encode: Callable[[str], list[int]]) -> lis
     return encode(str(message.get("role", ""))) + encode(text or "") + encode(tail)
 
 
-def shared_prefix(previous: Sequence[Message], current: Sequence[Message], counter: _Encoder, *,
+def _prompt(value: object, name: str) -> Sequence[Mapping[str, Any]]:
+    """A prompt (a list of messages) as a sequence, else the typed error naming it."""
+    return value if isinstance(value, (list, tuple)) else as_items(value, name)
+
+
+def shared_prefix(previous: Sequence[Mapping[str, Any]], current: Sequence[Mapping[str, Any]], counter: TokenCounter, *,
                   tool_tokens: int = 0, previous_tool_tokens: int | None = None,
-                  count: Callable[[Message], int] | None = None) -> PrefixMatch:
+                  count: Callable[[Mapping[str, Any]], int] | None = None) -> PrefixMatch:
     """The prefix ``current`` shares with ``previous`` (see :class:`PrefixMatch`).
 
     Message tokens follow the window's chat accounting (``counter.count_message``, or ``count``
@@ -190,6 +82,10 @@ def shared_prefix(previous: Sequence[Message], current: Sequence[Message], count
     tokens and the identical leading tokens of its role, text and tool calls when the roles are
     equal (and the counter has ``encode``). ``tool_tokens`` are the tool definitions of ``current`` (sent first); when they differ
     from ``previous_tool_tokens`` nothing is shared."""
+    previous, current = _prompt(previous, "previous"), _prompt(current, "current")
+    check_int(tool_tokens, "tool_tokens", 0)
+    if previous_tool_tokens is not None:
+        check_int(previous_tool_tokens, "previous_tool_tokens", 0)
     measure = count if count is not None else counter.count_message
     previous_tools = tool_tokens if previous_tool_tokens is None else previous_tool_tokens
     previous_total = previous_tools + sum(measure(m) for m in previous)
@@ -205,7 +101,8 @@ def shared_prefix(previous: Sequence[Message], current: Sequence[Message], count
         index = min(len(previous), len(current))
         return PrefixMatch(index, tokens, tokens, previous_total)
     whole = tokens
-    before, now = previous[index], current[index]
+    before = as_mapping(previous[index], f"previous[{index}]")
+    now = as_mapping(current[index], f"current[{index}]")
     encode = getattr(counter, "encode", None)  # a counter without token ids: whole messages only
     if before.get("role") == now.get("role") and encode is not None:
         a, b = _message_tokens(before, encode), _message_tokens(now, encode)
@@ -233,6 +130,14 @@ class CacheRules:
     step: int
     writes: bool = False
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise InvalidTypeError(f"CacheRules.name must be a str, not {type_name(self.name)}")
+        check_int(self.minimum, "CacheRules.minimum", 0)
+        check_int(self.step, "CacheRules.step", 0)
+        if not isinstance(self.writes, bool):
+            raise InvalidTypeError(f"CacheRules.writes must be a bool, not {type_name(self.writes)}")
+
     def cached_tokens(self, match: PrefixMatch, prompt_tokens: int) -> int:
         """Cached input tokens of a call whose prompt (``prompt_tokens``) shares ``match``."""
         if self.step:
@@ -254,6 +159,8 @@ ANTHROPIC = CacheRules("anthropic", 1024, 0, writes=True)
 
 def rules_for(model: str) -> CacheRules:
     """:data:`ANTHROPIC` for ``claude`` models, :data:`OPENAI` otherwise."""
+    if not isinstance(model, str):
+        raise InvalidTypeError(f"model must be a str, not {type_name(model)}")
     return ANTHROPIC if model.startswith("claude") else OPENAI
 
 
@@ -276,6 +183,11 @@ def call_cost(prompt_tokens: int, cached_tokens: int, output_tokens: int, prices
               written_tokens: int = 0) -> CallCost:
     """The cost of one call; written tokens are billed at the cache-write price (the input price
     where there is none)."""
+    for name, value in (("prompt_tokens", prompt_tokens), ("cached_tokens", cached_tokens),
+                        ("output_tokens", output_tokens), ("written_tokens", written_tokens)):
+        check_int(value, name, 0)
+    if not isinstance(prices, Prices):
+        raise InvalidTypeError(f"prices must be a Prices, not {type_name(prices)}")
     if not 0 <= cached_tokens + written_tokens <= prompt_tokens or min(cached_tokens, written_tokens) < 0:
         raise InvalidArgumentError(f"cached ({cached_tokens}) and written ({written_tokens}) tokens must be >= 0 "
                                    f"and together at most the prompt ({prompt_tokens})")
@@ -289,17 +201,24 @@ def call_cost(prompt_tokens: int, cached_tokens: int, output_tokens: int, prices
 class RunCost:
     """The calls of one run, priced as they come: feed each prompt with :meth:`call`."""
 
-    def __init__(self, counter: _Encoder, prices: Prices, rules: CacheRules) -> None:
+    def __init__(self, counter: TokenCounter, prices: Prices, rules: CacheRules) -> None:
+        if not callable(getattr(counter, "count_message", None)):
+            raise InvalidTypeError(f"counter must be a token counter with count_message(message), "
+                                   f"not {type_name(counter)}")
+        if not isinstance(prices, Prices):
+            raise InvalidTypeError(f"prices must be a Prices, not {type_name(prices)}")
+        if not isinstance(rules, CacheRules):
+            raise InvalidTypeError(f"rules must be a CacheRules, not {type_name(rules)}")
         self.counter = counter
         self.prices = prices
         self.rules = rules
         self.calls: list[CallCost] = []
         self.prefixes: list[PrefixMatch] = []
-        self._previous: list[Message] = []
+        self._previous: list[Mapping[str, Any]] = []
         self._previous_tools = 0
-        self._counts: dict[int, tuple[Message, int]] = {}
+        self._counts: dict[int, tuple[Mapping[str, Any], int]] = {}
 
-    def _count(self, message: Message) -> int:
+    def _count(self, message: Mapping[str, Any]) -> int:
         known = self._counts.get(id(message))
         if known is not None and known[0] is message:
             return known[1]
@@ -307,9 +226,13 @@ class RunCost:
         self._counts[id(message)] = (message, tokens)
         return tokens
 
-    def call(self, prompt: Sequence[Message], output_tokens: int, tool_tokens: int = 0) -> CallCost:
+    def call(self, prompt: Sequence[Mapping[str, Any]], output_tokens: int, tool_tokens: int = 0) -> CallCost:
         """Prices a call sending ``prompt`` (plus ``tool_tokens`` of tool definitions and 3 of
-        reply priming) that produced ``output_tokens``."""
+        reply priming) that produced ``output_tokens``. Token counts must be ints >= 0 and the
+        messages dicts, else a typed error, and the run is unchanged."""
+        check_int(output_tokens, "output_tokens", 0)
+        check_int(tool_tokens, "tool_tokens", 0)
+        prompt = _prompt(prompt, "prompt")
         match = shared_prefix(self._previous, prompt, self.counter, tool_tokens=tool_tokens,
                               previous_tool_tokens=self._previous_tools, count=self._count)
         total = 3 + tool_tokens + sum(self._count(m) for m in prompt)

@@ -21,10 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwindow._canonical import text_of
+from ctxwindow._types import Message
 from ctxwindow.cache import CacheSchedule
-from ctxwindow.cost import CacheRules, PrefixMatch, Prices, RunCost, _message_tokens, call_cost
+from ctxwindow.cost import CacheRules, PrefixMatch, Prices, RunCost, _message_tokens, call_cost, price_for, rules_for
 from ctxwindow.errors import InvalidArgumentError
-from ctxwindow.messages import Message, text_of
+from ctxwindow.replay import ReplayReport, replay
 from ctxwindow.window import ContextWindow
 
 __all__ = ["CallNeeds", "CostComparison", "CostRecorder", "ReplayMessages", "call_floor", "compare_costs",
@@ -227,7 +229,7 @@ def suffix_lower_bound(needs: Sequence[CallNeeds], messages: ReplayMessages, pri
 
 class CostRecorder:
     """Prices the calls of one replay for the managed window and for the unmanaged prompt; hand
-    :meth:`on_call` to :func:`ctxwindow.cli.replay`."""
+    :meth:`on_call` to :func:`ctxwindow.replay.replay`."""
 
     def __init__(self, window: ContextWindow, prices: Prices, rules: CacheRules, *, unmanaged: bool = True) -> None:
         self.window = window
@@ -304,9 +306,6 @@ class CostRecorder:
 
 def price_replay(model: str) -> tuple[Prices, CacheRules] | None:
     """The prices and cache rules of ``model``, or None when its price is unknown."""
-    from ctxwindow.cost import price_for, rules_for
-    from ctxwindow.errors import InvalidArgumentError
-
     try:
         return price_for(model), rules_for(model)
     except InvalidArgumentError:
@@ -376,8 +375,6 @@ class CostComparison:
 
 def _replay_priced(messages: list[Message], window: ContextWindow, prices: Prices, rules: CacheRules,
                    unmanaged: bool) -> tuple[CostRecorder, bool, str]:
-    from ctxwindow.cli import ReplayReport, replay
-
     recorder = CostRecorder(window, prices, rules, unmanaged=unmanaged)
     fits = True
 

@@ -26,14 +26,14 @@ the client holds at most 2^22 candidates. A token target needs the store's token
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ctxwindow import _native, scoring
+import ctxwindow._native as _native
+import ctxwindow.scoring as scoring
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError, MissingDependencyError
 
 __all__ = ["SCORE_COLUMNS", "score", "select_evictions"]

@@ -26,23 +26,61 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Protocol, TypeVar, Union
 
 from ctxwindow.archive import retrieval_id
 from ctxwindow.checkpoint import TaskCheckpoint, bootstrap_prompt
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
+from ctxwindow.events import EventBus
+from ctxwindow.instructions import Instruction
 from ctxwindow.messages import Message, text_of, validate_message
+from ctxwindow.strategies import Notes
+from ctxwindow.tokenizer import TokenCounter
 
-if TYPE_CHECKING:
-    from ctxwindow.window import ContextWindow
-
-__all__ = ["DelegationStarted", "DelegationEnded", "DelegationResult", "RunResult", "delegate", "adelegate"]
+__all__ = ["DelegationStarted", "DelegationEnded", "DelegationResult", "DelegationHost", "RunResult", "RunFunction",
+           "Condense", "delegate", "adelegate"]
 
 #: What ``run`` returns: the result text, or messages whose last assistant text is the result.
 RunResult = Union[str, Sequence[Message]]
-RunFunction = Callable[["ContextWindow"], Union[RunResult, Awaitable[RunResult]]]
+
+W = TypeVar("W", bound="DelegationHost")
+#: ``run(child)``: drives the child window, returns (or awaits to) the result.
+RunFunction = Callable[[W], Union[RunResult, Awaitable[RunResult]]]
+#: ``condense(text, max_tokens)``: a shorter result.
+Condense = Callable[[str, int], str]
+
+
+class DelegationHost(Protocol):
+    """What delegation needs of a window (``ContextWindow`` implements it)."""
+
+    tokenizer: TokenCounter
+    notes: Notes
+    events: EventBus
+    last_checkpoint: TaskCheckpoint | None
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    @property
+    def reserve_output(self) -> int: ...
+
+    @property
+    def system_prompt(self) -> str | None: ...
+
+    @property
+    def instructions(self) -> list[Instruction]: ...
+
+    def child(self: W, *, max_tokens: int, reserve_output: int, system: str | None,
+              on_evict: Callable[[list[Message], Any], Any] | None = None) -> W:
+        """A new window for a sub-agent."""
+        ...
+
+    def add(self, message: Any, *, pinned: bool = False,
+            archive: Mapping[str, list[Message]] | None = None) -> None:
+        """Adds one message; ``archive`` is written to the window's archive when it succeeds."""
+        ...
 
 #: The smallest result cap: room for the header naming the task and the transcript id.
 MIN_RESULT_TOKENS = 48
@@ -53,7 +91,7 @@ class DelegationStarted:
     """A delegation began: the task and the child window (already holding the bootstrap)."""
 
     task: str
-    child: ContextWindow
+    child: DelegationHost
 
 
 @dataclass(frozen=True)
@@ -61,7 +99,7 @@ class DelegationEnded:
     """A delegation ended: ``result`` when it succeeded, else ``error``."""
 
     task: str
-    child: ContextWindow
+    child: DelegationHost
     result: DelegationResult | None = None
     error: BaseException | None = None
 
@@ -80,7 +118,7 @@ class DelegationResult:
 
 @dataclass(frozen=True)
 class _Prepared:
-    child: ContextWindow
+    child: Any
     transcript: list[Message]
 
 
@@ -97,24 +135,20 @@ def _check(task: object, run: object, max_result_tokens: object, tool_call_id: o
         raise InvalidArgumentError("tool_call_id must be a non-empty str or None")
 
 
-def _start(parent: ContextWindow, task: str, *, max_tokens: int | None, reserve_output: int | None,
+def _start(parent: DelegationHost, task: str, *, max_tokens: int | None, reserve_output: int | None,
            system: str | None, checkpoint: TaskCheckpoint | None) -> _Prepared:
     """The child window with its bootstrap message, and the transcript collector."""
-    from ctxwindow.window import ContextWindow
-
     if checkpoint is not None and not isinstance(checkpoint, TaskCheckpoint):
         raise InvalidTypeError("checkpoint must be a ctxwindow.TaskCheckpoint or None")
-    base = checkpoint or parent._last_checkpoint or TaskCheckpoint(
+    base = checkpoint or parent.last_checkpoint or TaskCheckpoint(
         goal=task, constraints=[i.text for i in parent.instructions],
         decisions=[n.text for n in parent.notes.notes])
     budget = max_tokens if max_tokens is not None else parent.max_tokens
     reserve = reserve_output if reserve_output is not None else min(parent.reserve_output, budget // 2)
-    parent_system = parent._overheads.system
-    child_system = system if system is not None else (text_of(parent_system) if parent_system else None)
+    child_system = system if system is not None else parent.system_prompt
     transcript: list[Message] = []
-    child = ContextWindow(parent.model, max_tokens=budget, reserve_output=reserve, system=child_system,
-                          tools=parent.tools, tokenizer=parent.tokenizer,
-                          on_evict=lambda evicted, _usage: transcript.extend(dict(m) for m in evicted))
+    child = parent.child(max_tokens=budget, reserve_output=reserve, system=child_system,
+                         on_evict=lambda evicted, _usage: transcript.extend(dict(m) for m in evicted))
     resume = bootstrap_prompt(base, max_tokens=max(budget // 4, 64))
     child.add({"role": "user", "content": f"{resume}\n\nYour task (delegated): {task}"})
     return _Prepared(child, transcript)
@@ -146,7 +180,7 @@ def _extractive(text: str, max_tokens: int) -> str:
     return "\n".join(line.removeprefix("- ").removeprefix("assistant: ") for line in body.splitlines())
 
 
-def _finish(parent: ContextWindow, task: str, prepared: _Prepared, value: object, max_result_tokens: int,
+def _finish(parent: DelegationHost, task: str, prepared: _Prepared, value: object, max_result_tokens: int,
             tool_call_id: str | None, condense: Callable[[str, int], str] | None) -> DelegationResult:
     text, returned = _result_text(value)
     child = prepared.child
@@ -178,14 +212,8 @@ def _finish(parent: ContextWindow, task: str, prepared: _Prepared, value: object
         if count(message(body)) > max_result_tokens:
             body = _cut(body, lambda b: count(message(b)) <= max_result_tokens)
     result_message = message(body)
-    prepared_message = parent._prepare(result_message, False, "delegation result")
-
-    def add() -> None:
-        parent._add(*prepared_message, where="delegation result")
-        parent._archived[transcript_id] = transcript  # written at the end of the transaction
-
-    parent._transaction(add)
-    return DelegationResult(result_message, prepared_message[1], condensed, transcript_id, len(transcript))
+    parent.add(result_message, archive={transcript_id: transcript})
+    return DelegationResult(result_message, count(result_message), condensed, transcript_id, len(transcript))
 
 
 def _cut(body: str, fits: Callable[[str], bool]) -> str:
@@ -202,7 +230,7 @@ def _cut(body: str, fits: Callable[[str], bool]) -> str:
     return body[:low] + marker if fits(body[:low] + marker) else ""
 
 
-def _begin(parent: ContextWindow, task: str, run: object, max_result_tokens: int, tool_call_id: str | None, *,
+def _begin(parent: DelegationHost, task: str, run: object, max_result_tokens: int, tool_call_id: str | None, *,
            max_tokens: int | None, reserve_output: int | None, system: str | None,
            checkpoint: TaskCheckpoint | None) -> _Prepared:
     """Checks the call, makes the child window and announces the start (both entry points)."""
@@ -213,14 +241,14 @@ def _begin(parent: ContextWindow, task: str, run: object, max_result_tokens: int
     return prepared
 
 
-def _ended(parent: ContextWindow, event: DelegationEnded) -> None:
+def _ended(parent: DelegationHost, event: DelegationEnded) -> None:
     parent.events.emit("on_delegate_end", event)
 
 
-def delegate(parent: ContextWindow, task: str, run: RunFunction, *, max_result_tokens: int = 500,
+def delegate(parent: W, task: str, run: RunFunction[W], *, max_result_tokens: int = 500,
              max_tokens: int | None = None, reserve_output: int | None = None, system: str | None = None,
              checkpoint: TaskCheckpoint | None = None, tool_call_id: str | None = None,
-             condense: Callable[[str, int], str] | None = None) -> DelegationResult:
+             condense: Condense | None = None) -> DelegationResult:
     """See :meth:`ctxwindow.ContextWindow.delegate`."""
     prepared = _begin(parent, task, run, max_result_tokens, tool_call_id, max_tokens=max_tokens,
                       reserve_output=reserve_output, system=system, checkpoint=checkpoint)
@@ -248,10 +276,10 @@ async def _awaited(value: Awaitable[Any]) -> Any:
     return await value
 
 
-async def adelegate(parent: ContextWindow, task: str, run: RunFunction, *, max_result_tokens: int = 500,
+async def adelegate(parent: W, task: str, run: RunFunction[W], *, max_result_tokens: int = 500,
                     max_tokens: int | None = None, reserve_output: int | None = None, system: str | None = None,
                     checkpoint: TaskCheckpoint | None = None, tool_call_id: str | None = None,
-                    condense: Callable[[str, int], str] | None = None) -> DelegationResult:
+                    condense: Condense | None = None) -> DelegationResult:
     """See :meth:`ctxwindow.ContextWindow.adelegate`."""
     prepared = _begin(parent, task, run, max_result_tokens, tool_call_id, max_tokens=max_tokens,
                       reserve_output=reserve_output, system=system, checkpoint=checkpoint)

@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ctxwindow._checks import check_text
+
 __all__ = ["KEY_FACT_KINDS", "FidelityReport", "extract_key_facts", "key_fact_retention", "fact_present", "json_values",
            "JudgeReport", "judge_fidelity"]
 
@@ -138,9 +140,14 @@ class FidelityReport:
 def key_fact_retention(original: str, compressed: str) -> FidelityReport:
     """The key facts of ``original`` still present verbatim, as whole tokens, in ``compressed``.
 
+    Both texts must be str and valid Unicode (:class:`~ctxwindow.errors.InvalidTextError` for a
+    lone surrogate).
+
     >>> key_fact_retention("Reservation ABC123 costs 450 USD", "ABC123: 450").score
     1.0
     """
+    check_text(original, "original")
+    check_text(compressed, "compressed")
     facts = extract_key_facts(original)
     kept = total = 0
     missing: list[str] = []

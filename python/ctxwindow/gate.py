@@ -31,15 +31,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxwindow._canonical import text_of
+from ctxwindow._types import Entry, Message
 from ctxwindow.fidelity import KEY_FACT_KINDS, extract_key_facts, fact_present, json_values
 from ctxwindow.instructions import split_sentences
-from ctxwindow.messages import text_of
-from ctxwindow.strategies.base import CompactionState, Entry
+from ctxwindow.strategies.base import CompactionState
 from ctxwindow.summarizers import SUMMARY_HEADER
 
 __all__ = ["GateOutcome", "FidelityGate", "KEPT_FACTS", "REQUIRED_TIER"]
-
-Message = dict[str, Any]
 
 KEPT_FACTS = "Kept facts:"
 GOAL = "Goal:"

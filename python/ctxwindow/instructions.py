@@ -386,6 +386,32 @@ class StandingInstructions:
             return None
         return INSTRUCTIONS_HEADER + "\n" + "\n".join(f"- {i.text}" for i in ordered)
 
+    def forget_detected(self) -> dict[str, bool]:
+        """Drops the instructions detected in messages (those the program added stay; one a dropped
+        instruction had superseded is in force again), before the messages are detected anew.
+        Returns what the program decided about the dropped ones, by their normalized text: False
+        for a removed instruction, True for a pinned one; :meth:`reapply` applies it to the
+        instructions detected again, so a removal or a pin survives the rebuild."""
+        items = self.to_list()
+        decided = {_normalized(i.text): i.pinned for i in self.history
+                   if i.source == "detected" and (i.pinned or i.superseded_by == i.id)}
+        keep = [index for index, item in enumerate(items) if item["source"] != "detected"]
+        if len(keep) < len(items):
+            renumbered = {old: new for new, old in enumerate(keep)}
+            self.load([{**items[index], "superseded_by": renumbered.get(items[index]["superseded_by"])}
+                       for index in keep])
+        return decided
+
+    def reapply(self, decided: dict[str, bool]) -> None:
+        """Removes or pins again the current detected instructions named in ``decided``
+        (:meth:`forget_detected`)."""
+        for instruction in self.current:
+            pinned = decided.get(_normalized(instruction.text)) if instruction.source == "detected" else None
+            if pinned is None:
+                continue
+            self._set(instruction.id, **({"pinned": True} if pinned else
+                                         {"superseded_by": instruction.id, "pinned": False}))
+
     def to_list(self) -> list[dict[str, Any]]:
         return [{"text": i.text, "turn": i.turn, "pinned": i.pinned, "source": i.source,
                  "superseded_by": i.superseded_by, "seq": i.seq} for i in self.history]

@@ -1,5 +1,7 @@
-"""Chat messages: the canonical form (OpenAI chat dicts), the grouping rule, and adapters from
-Anthropic content blocks, SWE-agent trajectories and tau-bench records.
+"""Chat messages: the canonical form (OpenAI chat dicts), the grouping rule, the one pairing
+checker (:func:`check_history`) and :func:`repair_history`; and, where users look for them, the
+converters of other formats (:mod:`ctxwindow.formats`): Anthropic content blocks, Responses API
+items, SWE-agent trajectories and tau-bench records.
 
 Canonical form: ``{"role": "system" | "developer" | "user" | "assistant" | "tool", "content": str |
 None | [parts], "tool_calls": [...], "tool_call_id": str, "name": str}``.
@@ -12,12 +14,29 @@ this package ever outputs a tool result without its call or a call without its r
 from __future__ import annotations
 
 import collections
-
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ctxwindow._canonical import (
+    ROLES,
+    as_items,
+    check_items,
+    copy_message,
+    starts_group,
+    text_of,
+    tool_call_ids,
+    validate_message,
+)
+from ctxwindow._types import Message
 from ctxwindow.errors import MalformedMessageError
+from ctxwindow.formats import (
+    from_anthropic,
+    from_responses,
+    from_swe_agent,
+    from_tau_bench,
+    to_anthropic,
+    to_responses,
+)
 
 __all__ = [
     "Message",
@@ -32,86 +51,12 @@ __all__ = [
     "starts_group",
     "text_of",
     "from_anthropic",
+    "to_anthropic",
+    "from_responses",
+    "to_responses",
     "from_swe_agent",
     "from_tau_bench",
 ]
-
-Message = dict[str, Any]
-ROLES = ("system", "developer", "user", "assistant", "tool")
-_KEEP = ("role", "content", "name", "tool_calls", "tool_call_id")
-
-
-def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
-    """The ids of the tool calls an assistant message makes (empty for other messages)."""
-    calls = message.get("tool_calls") or []
-    return [str(call.get("id")) for call in calls if isinstance(call, Mapping)]
-
-
-def starts_group(message: Mapping[str, Any]) -> bool:
-    """Whether ``message`` starts a new group (tool results join the group of their call)."""
-    return message.get("role") != "tool"
-
-
-def text_of(message: Mapping[str, Any]) -> str:
-    """The text of a message's content (text parts joined by newlines; images left out)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text") or part.get("refusal") or "")
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") in ("text", "refusal", "input_text", "output_text")
-        )
-    return ""
-
-
-def copy_message(message: Mapping[str, Any]) -> Message:
-    """A deep copy of a message's dicts and lists (strings, numbers and other values are shared:
-    they are immutable or opaque), several times cheaper than ``copy.deepcopy``. The window
-    stores such copies, so a caller changing its own message afterwards changes nothing inside."""
-    return {key: _copy_value(value) for key, value in message.items()}
-
-
-def _copy_value(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _copy_value(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copy_value(item) for item in value]
-    return value
-
-
-def validate_message(message: object, index: int | str = 0) -> None:
-    """Checks the shape the window relies on (the token counter checks the rest): a dict with a
-    known role; a tool result with a str ``tool_call_id``; tool calls with str ids. Errors name
-    the message: ``message {index}``, or ``index`` itself when it is a str."""
-    if isinstance(index, str):
-        _validate(message, index)
-    else:
-        _validate(message, f"message {index}")
-
-
-def _validate(message: object, where: str) -> None:
-    if not isinstance(message, Mapping):
-        raise MalformedMessageError(f"{where}: a message must be a dict, not {type(message).__name__}")
-    role = message.get("role")
-    if role is None:
-        raise MalformedMessageError(f"{where}: missing 'role'")
-    if role not in ROLES:
-        raise MalformedMessageError(f"{where}: unknown role {role!r} (known: {', '.join(ROLES)})")
-    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
-        raise MalformedMessageError(
-            f"{where}: a tool result needs a str 'tool_call_id' naming the call it answers"
-        )
-    calls = message.get("tool_calls")
-    if calls:
-        if role != "assistant":
-            raise MalformedMessageError(f"{where}: only assistant messages make tool calls")
-        ids = [call.get("id") if isinstance(call, Mapping) else None for call in calls]
-        if not all(isinstance(i, str) and i for i in ids):
-            raise MalformedMessageError(f"{where}: every tool call needs a str 'id'")
-        if len(set(ids)) != len(ids):
-            raise MalformedMessageError(f"{where}: tool call ids repeat: {ids}")
 
 
 #: The user message put first when a history's conversation does not start with one.
@@ -134,6 +79,7 @@ def check_history(messages: Sequence[Mapping[str, Any]], *, pending_tail: bool =
     >>> check_history([{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "x", "content": ""}])
     ["message 1: tool result for call 'x' does not follow an assistant message that makes that call"]
     """
+    check_items(messages)
     problems: list[str] = []
     open_calls: set[str] = set()
     answered: set[str] = set()
@@ -209,7 +155,7 @@ def repair_history(messages: Iterable[Mapping[str, Any]], *,
     open_calls: list[str] = []
     answered: set[str] = set()
 
-    messages = list(messages)
+    messages = as_items(messages)
     moved: set[int] = set()
     # Where each call's results are, in order (one pass), so finding a late result is O(1).
     results_of: dict[str, collections.deque[int]] = {}
@@ -267,93 +213,3 @@ def repair_history(messages: Iterable[Mapping[str, Any]], *,
         body.insert(0, dict(PLACEHOLDER_USER))
         changes.append(f"put a placeholder user message before the first {body[1]['role']} message")
     return leading + body, changes
-
-
-def _canonical(message: Mapping[str, Any]) -> Message:
-    out = {key: message[key] for key in _KEEP if key in message and message[key] is not None}
-    if "content" not in out:
-        out["content"] = None if message.get("tool_calls") else ""
-    return out
-
-
-def from_anthropic(messages: Iterable[Mapping[str, Any]], system: str | None = None) -> list[Message]:
-    """Anthropic Messages API content blocks to canonical messages: ``text`` -> text parts,
-    ``image`` (base64 or URL source) -> ``image_url`` parts, ``tool_use`` -> assistant
-    ``tool_calls`` (input as a JSON string), ``tool_result`` -> ``tool`` messages (placed before
-    the rest of their user turn)."""
-    out: list[Message] = []
-    if system:
-        out.append({"role": "system", "content": system})
-    for index, message in enumerate(messages):
-        role = message.get("role")
-        if role not in ("user", "assistant"):
-            raise MalformedMessageError(f"message {index}: Anthropic roles are user and assistant, got {role!r}")
-        content = message.get("content")
-        if isinstance(content, str):
-            out.append({"role": role, "content": content})
-            continue
-        if not isinstance(content, list):
-            raise MalformedMessageError(f"message {index}: content must be a str or a list of blocks")
-        parts: list[dict[str, Any]] = []
-        calls: list[dict[str, Any]] = []
-        results: list[Message] = []
-        for block in content:
-            kind = block.get("type") if isinstance(block, Mapping) else None
-            if kind == "text":
-                parts.append({"type": "text", "text": block.get("text", "")})
-            elif kind == "image":
-                source = block.get("source") or {}
-                if source.get("type") == "base64":
-                    url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
-                else:
-                    url = str(source.get("url", ""))
-                parts.append({"type": "image_url", "image_url": {"url": url}})
-            elif kind == "tool_use":
-                calls.append({"id": block.get("id"), "type": "function", "function": {
-                    "name": block.get("name"), "arguments": json.dumps(block.get("input", {}))}})
-            elif kind == "tool_result":
-                inner = block.get("content", "")
-                text = inner if isinstance(inner, str) else "\n".join(
-                    str(b.get("text", "")) for b in inner if isinstance(b, Mapping) and b.get("type") == "text")
-                results.append({"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text})
-            else:
-                raise MalformedMessageError(f"message {index}: unsupported Anthropic block type {kind!r}")
-        out.extend(results)
-        if role == "assistant" and calls:
-            text = "\n".join(p["text"] for p in parts if p["type"] == "text")
-            out.append({"role": "assistant", "content": text or None, "tool_calls": calls})
-        elif parts:
-            only_text = all(p["type"] == "text" for p in parts)
-            out.append({"role": role, "content": "\n".join(p["text"] for p in parts) if only_text else parts})
-    return out
-
-
-def from_swe_agent(trajectory: Mapping[str, Any]) -> list[Message]:
-    """The ``history`` of a SWE-agent ``.traj`` as canonical messages (both styles: observations
-    as user messages, or tool results answering ``tool_calls`` through ``tool_call_ids``)."""
-    history = trajectory.get("history")
-    if not isinstance(history, list):
-        raise MalformedMessageError("a SWE-agent trajectory needs a 'history' list")
-    out: list[Message] = []
-    for message in history:
-        canonical = _canonical(message)
-        if message.get("role") == "tool" and "tool_call_id" not in canonical:
-            ids = message.get("tool_call_ids") or []
-            if ids:
-                canonical["tool_call_id"] = str(ids[0])
-        out.append(canonical)
-    return out
-
-
-def from_tau_bench(record: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[Message]:
-    """The messages of a tau-bench record (its ``traj``) or of a bare message list."""
-    messages = record.get("traj") if isinstance(record, Mapping) else record
-    if not isinstance(messages, Sequence):
-        raise MalformedMessageError("a tau-bench record needs a 'traj' list")
-    return [_canonical(message) for message in messages]
-
-
-# Other providers' formats live in their own module; re-exported here, where users look for them.
-from ctxwindow.formats import from_responses, to_anthropic, to_responses  # noqa: E402
-
-__all__ += ["from_responses", "to_responses", "to_anthropic"]

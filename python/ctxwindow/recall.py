@@ -257,7 +257,7 @@ class Recall:
         fresh = [position for rid, messages in stored if (position := self._append(rid, messages, None, None)) >= 0]
         self._embed_rows(fresh)
 
-    def _attach(self, window: object) -> None:
+    def attach(self, window: object) -> None:
         """Binds this recall to one window (its transactions keep the archive consistent);
         :class:`InvalidArgumentError` if another live window has it."""
         owner = self._window() if self._window is not None else None
@@ -352,12 +352,12 @@ class Recall:
                 unit.section_tokens = int(tokens) + 1
         return [rid for rid, _, _, _ in prepared]
 
-    def _mark(self) -> int:
-        """A savepoint for :meth:`_rollback` (one at a time: a window's operations do not nest)."""
+    def savepoint(self) -> int:
+        """A savepoint for :meth:`rollback` (one at a time: a window's operations do not nest)."""
         self._journal.clear()
         return len(self._units)
 
-    def _rollback(self, mark: int) -> None:
+    def rollback(self, mark: int) -> None:
         """Forgets the groups archived since ``mark`` (a store keeps its copies: groups are
         content-addressed, so they are harmless duplicates of what the window holds)."""
         self._undo(mark, 0)
@@ -451,9 +451,11 @@ class Recall:
         """The archived groups most relevant to ``query``, best first (at most ``limit``,
         default ``k``)."""
         limit = self.k if limit is None else _check_positive_int(limit, "limit")
-        return self._hits(query, limit, frozenset())
+        return self.hits(query, limit, frozenset())
 
-    def _hits(self, query: str, limit: int, present: AbstractSet[MessageKey | str]) -> list[RecallHit]:
+    def hits(self, query: str, limit: int, present: AbstractSet[MessageKey | str]) -> list[RecallHit]:
+        """:meth:`search` leaving out the groups with a message in ``present`` (:func:`message_key`
+        of the messages a window holds verbatim)."""
         if not isinstance(query, str):
             raise InvalidTypeError(f"query must be a str, not {type(query).__name__}")
         if not query.strip():

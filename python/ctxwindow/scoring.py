@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ctxwindow import _native
+import ctxwindow._native as _native
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -225,13 +225,23 @@ def _from_data(data: Any, name: str) -> Any:
     return None
 
 
+def _asarray(value: Any, name: str) -> npt.NDArray[Any]:
+    """``np.asarray(value)``, or the typed error naming the column when numpy cannot read it
+    (a ragged list, mixed rows)."""
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise InvalidTypeError(f"{name} must be an array of numbers, not {type(value).__name__} "
+                               f"numpy cannot read: {error}") from None
+
+
 def _array(value: Any, name: str) -> npt.NDArray[Any]:
     if hasattr(value, "to_numpy") and not isinstance(value, np.ndarray):
         try:
             value = value.to_numpy()
         except TypeError:
             value = value.to_numpy(zero_copy_only=False)
-    array = np.asarray(value)
+    array = _asarray(value, f"column {name}")
     if array.ndim != 1:
         raise InvalidArgumentError(f"column {name} must be 1-d, got shape {array.shape}")
     return array
@@ -292,8 +302,8 @@ def _bool_column(value: Any, name: str) -> npt.NDArray[np.uint8] | None:
 def _float_array(value: Any, name: str, ndim: int) -> npt.NDArray[Any] | None:
     if value is None:
         return None
-    array = np.asarray(value) if isinstance(value, np.ndarray) else np.asarray(
-        value.to_numpy() if hasattr(value, "to_numpy") else value
+    array = value if isinstance(value, np.ndarray) else _asarray(
+        value.to_numpy() if hasattr(value, "to_numpy") else value, name
     )
     if array.size == 0 and ndim == 1:
         return np.empty(0, dtype=np.float64)

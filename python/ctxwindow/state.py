@@ -6,14 +6,15 @@ counts with its own tokenizer)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwindow.errors import InvalidArgumentError
-from ctxwindow.messages import copy_message
+from ctxwindow.messages import PLACEHOLDER_USER, Message, check_history, copy_message, tool_call_ids
 from ctxwindow.strategies.base import Entry
 
-__all__ = ["WindowState", "calibration_bounds", "entry_to_dict", "entry_from_dict"]
+__all__ = ["WindowState", "calibration_bounds", "entry_to_dict", "entry_from_dict", "load_entries"]
 
 FORMAT = 2
 
@@ -98,3 +99,25 @@ class WindowState:
                 "the checkpoint's window state is malformed: entry seqs must be distinct, >= 0 and <= seq")
         return state
 
+
+
+def load_entries(state: WindowState, count_message: Callable[[Message], int]) -> tuple[list[Entry], list[Entry]]:
+    """The conversation's entries and the pending tool-call group of ``state``, counted with
+    ``count_message``; :class:`InvalidArgumentError` when they are malformed or are not a
+    conversation a provider would accept (a restoring window then changes nothing)."""
+    try:
+        entries = [entry_from_dict(e, count_message(e["message"])) for e in state.entries]
+        pending = [entry_from_dict(e, count_message(e["message"])) for e in state.pending]
+    except (KeyError, TypeError, ValueError) as error:
+        raise InvalidArgumentError(f"the checkpoint's window state is malformed: {error}") from None
+    conversation = [e.message for e in entries]
+    if conversation and conversation[0].get("role") != "user":
+        conversation.insert(0, PLACEHOLDER_USER)
+    problems = check_history(conversation + [e.message for e in pending], pending_tail=bool(pending))
+    open_calls = (set(tool_call_ids(pending[0].message))
+                  - {str(e.message.get("tool_call_id")) for e in pending[1:]}) if pending else set()
+    if open_calls != set(state.open_calls) or (pending and not open_calls):
+        problems.append("the open calls do not match the pending tool-call group")
+    if problems:
+        raise InvalidArgumentError("the checkpoint's window state is not a valid conversation: " + "; ".join(problems))
+    return entries, pending

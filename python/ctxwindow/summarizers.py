@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ctxwindow._checks import check_text
 from ctxwindow._native import Tokenizer
 from ctxwindow.errors import CtxWindowError, MissingDependencyError
 from ctxwindow.fidelity import extract_key_facts, json_values
@@ -125,13 +126,16 @@ def _rank(sentence: str, from_user: bool) -> int:
 
 
 def extractive(system: str, user: str) -> str:
-    """The offline deterministic summary of the transcript in ``user`` (see the module doc).
+    """The offline deterministic summary of the transcript in ``user`` (see the module doc);
+    ``system`` is accepted for the summarizer signature (the rules are built in). Both must be
+    str and valid Unicode (:class:`~ctxwindow.errors.InvalidTextError` for a lone surrogate).
 
     >>> print(extractive("", "<transcript>\\nuser: Book flight HAT170 for me.\\nassistant: Sure!\\n</transcript>"))
     [Conversation Summary]
     - user: Book flight HAT170 for me.
     """
-    del system  # the rules are built in
+    check_text(system, "system")
+    check_text(user, "user")
     text, target = _transcript(user)
     lines = [line.strip().removeprefix("- ").strip() for line in text.splitlines()]
     # A previous summary's kept facts and goal are carried by the fidelity gate, not re-ranked.

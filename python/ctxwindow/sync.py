@@ -19,7 +19,8 @@ is new:
 - a message object is treated as immutable once synced: to change one, pass a new object (a
   message changed in place is not noticed while it is still the same object at the same place).
 
-If the window was changed by ``add``, ``extend`` or ``restore`` since the last sync, the next sync
+What the last sync saw is kept on the window (``window.sync_state``). If the window was changed
+by ``add``, ``extend`` or ``restore`` since the last sync, the next sync
 rebuilds the conversation from the list (it cannot know which of the window's messages the list
 already holds). A sync that fails (a malformed message, a tool result without its call, protected
 content that cannot fit) changes nothing, neither the window nor what the next sync compares with.
@@ -39,16 +40,15 @@ Messages may be OpenAI chat dicts or the OpenAI SDK's pydantic objects
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import Any, NamedTuple, Protocol, Union
 
+from ctxwindow.blocks import check_text
+from ctxwindow.errors import InvalidTypeError, MalformedMessageError
 from ctxwindow.messages import Message, copy_message, text_of
 
-if TYPE_CHECKING:
-    from ctxwindow.window import ContextWindow
-
-__all__ = ["as_message", "sync_window", "SupportsModelDump", "MessageLike"]
+__all__ = ["as_message", "sync_window", "SupportsModelDump", "MessageLike", "Prepared", "SyncTarget", "SyncState",
+           "message_list"]
 
 
 class SupportsModelDump(Protocol):
@@ -100,28 +100,63 @@ def as_message(message: object) -> object:
     return out
 
 
-class _Synced:
+class Prepared(NamedTuple):
+    """A message validated, copied and counted, ready to add (``where`` names it in errors)."""
+
+    message: Message
+    tokens: int
+    pinned: bool
+    where: str
+
+
+class SyncTarget(Protocol):
+    """What :func:`sync_window` needs of a window (``ContextWindow`` implements it)."""
+
+    #: What the last sync saw (a :class:`SyncState`), None before the first.
+    sync_state: Any
+
+    @property
+    def revision(self) -> int:
+        """Changes whenever a message is added to the window by anything."""
+        ...
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The system prompt's text."""
+        ...
+
+    def prepare_message(self, message: object, where: str = "message", *, pinned: bool = False) -> Prepared:
+        """Validates, copies and counts a message; changes nothing."""
+        ...
+
+    def add_prepared(self, prepared: Sequence[Prepared], *, archive: Mapping[str, list[Message]] | None = None,
+                     system: str | None = None, set_system: bool = False, reset: bool = False) -> None:
+        """Adds prepared messages in one operation (with ``set_system``, the system prompt becomes
+        ``system`` first; with ``reset`` the conversation is emptied first)."""
+        ...
+
+
+class SyncState:
     """What the last sync of a window saw: the caller's items (references), the token count of
     each conversation message (None for system messages), the window's own system prompt, and
-    the window's mark afterwards."""
+    the window's revision afterwards."""
 
-    __slots__ = ("items", "tokens", "base_system", "mark")
+    __slots__ = ("items", "tokens", "base_system", "revision")
 
     def __init__(self, items: list[object], tokens: list[tuple[int | None, ...]], base_system: str | None,
-                 mark: tuple[int, int, int]) -> None:
+                 revision: int) -> None:
         self.items = items
         self.tokens = tokens
         self.base_system = base_system
-        self.mark = mark
+        self.revision = revision
 
 
-_STATE: weakref.WeakKeyDictionary[ContextWindow, _Synced] = weakref.WeakKeyDictionary()
-
-
-def _mark(window: ContextWindow) -> tuple[int, int, int]:
-    """Changes whenever a message is added to the window by anything (add, extend, restore)."""
-    store = window._store
-    return window.tokens_added, store.turn, len(store.pending)
+def message_list(messages: object, what: str) -> list[Any]:
+    """``messages`` as a list (the same list when it is one); :class:`InvalidTypeError` for a value
+    that is not a sequence of messages (a str, a single message, None)."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+        raise InvalidTypeError(f"{what} takes the list of messages, not {type(messages).__name__}")
+    return messages if type(messages) is list else list(messages)
 
 
 def _first_difference(new: list[object], old: list[object]) -> int:
@@ -131,16 +166,26 @@ def _first_difference(new: list[object], old: list[object]) -> int:
     return min(len(new), len(old))
 
 
-def _system_text(window: ContextWindow) -> str | None:
-    system = window._overheads.system
-    return None if system is None else str(system["content"])
-
-
 def _is_system(message: object) -> bool:
     return isinstance(message, Mapping) and message.get("role") in _SYSTEM_ROLES
 
 
-def sync_window(window: ContextWindow, messages: Iterable[object],
+def _system_text(message: Mapping[str, Any], where: str) -> str:
+    """The text of a system message: a str content, or text parts; a typed error for anything else
+    (a system message whose content is a number, a dict or missing would blank the prompt)."""
+    if "content" not in message:
+        raise MalformedMessageError(f"{where}: a system message needs a content")
+    content = message["content"]
+    if isinstance(content, str):
+        return check_text(content, f"{where}'s content")
+    if isinstance(content, list) and all(isinstance(p, Mapping) and p.get("type") == "text"
+                                         and isinstance(p.get("text"), str) for p in content):
+        return check_text(text_of(message), f"{where}'s content")
+    raise MalformedMessageError(f"{where}: a system message's content must be a str or a list of text parts, "
+                                f"not {type(content).__name__}")
+
+
+def sync_window(window: SyncTarget, messages: Iterable[object],
                 convert: Callable[[object], Sequence[object]] | None = None) -> None:
     """Makes ``window`` hold exactly ``messages``; see the module documentation. ``convert``
     turns one item of ``messages`` into the chat messages it stands for (an agent framework's
@@ -148,12 +193,12 @@ def sync_window(window: ContextWindow, messages: Iterable[object],
     once per new item (and again for the items before the first difference on a rebuild)."""
     if convert is None:
         convert = _one
-    items = messages if type(messages) is list else list(messages)
-    synced = _STATE.get(window)
-    if synced is not None and synced.mark != _mark(window):
+    items = message_list(messages, "sync")
+    synced: SyncState | None = window.sync_state
+    if synced is not None and synced.revision != window.revision:
         synced = None  # the window was changed behind the sync's back: rebuild from the list
     if synced is None:
-        synced = _Synced([], [], _system_text(window), (0, 0, 0))
+        synced = SyncState([], [], window.system_prompt, -1)
         start, rebuild = 0, True
     else:
         known = len(synced.items)
@@ -168,73 +213,57 @@ def sync_window(window: ContextWindow, messages: Iterable[object],
             del seen[known:]
             start, rebuild = _first_difference(items, seen), True
 
-    # Prepare the new part (validated, copied, counted) before anything changes.
-    new_tokens: list[tuple[int | None, ...]] = []
-    prepared: list[tuple[Message, int, bool]] = []
-    new_system = False
-    for index in range(start, len(items)):
-        converted = convert(items[index])
-        counts: list[int | None] = []
-        for part, message in enumerate(converted):
-            if _is_system(message):
-                new_system = True
-                counts.append(None)
-                continue
-            where = f"message {index}" if len(converted) == 1 else f"message {index} (part {part})"
-            prepared.append(window._prepare(message, False, where))
-            counts.append(prepared[-1][1])
-        new_tokens.append(tuple(counts))
+    try:
+        # Prepare the new part (validated, copied, counted) before anything changes.
+        new_tokens: list[tuple[int | None, ...]] = []
+        prepared: list[Prepared] = []
+        system_texts: list[str] = []
+        for index in range(start, len(items)):
+            converted = convert(items[index])
+            counts: list[int | None] = []
+            for part, message in enumerate(converted):
+                where = f"message {index}" if len(converted) == 1 else f"message {index} (part {part})"
+                if _is_system(message):
+                    assert isinstance(message, Mapping)
+                    system_texts.append(_system_text(message, where))
+                    counts.append(None)
+                    continue
+                prepared.append(window.prepare_message(message, where))
+                counts.append(prepared[-1].tokens)
+            new_tokens.append(tuple(counts))
+    except BaseException:
+        if not rebuild:
+            del synced.items[start:]
+        raise
 
-    system = _system_text(window)
-    if rebuild or new_system:
-        texts = [text_of(m) for item in items for m in convert(item) if _is_system(m)]  # type: ignore[arg-type]
+    system, set_system = window.system_prompt, rebuild or bool(system_texts)
+    if set_system:
+        texts = [_system_text(m, f"message {i}") for i, item in enumerate(items[:start])
+                 for m in convert(item) if isinstance(m, Mapping) and _is_system(m)] + system_texts
         system = "\n\n".join(texts) if texts else synced.base_system
 
     tokens_of = synced.tokens
     if rebuild:
         tokens_of = tokens_of[:start] + new_tokens
-        kept: list[tuple[Message, int, bool]] = []
+        kept: list[Prepared] = []
         for index in range(start):
-            for tokens, message in zip(tokens_of[index], convert(items[index])):
+            for part, (tokens, message) in enumerate(zip(tokens_of[index], convert(items[index]))):
                 if tokens is not None and isinstance(message, Mapping):  # validated when synced
-                    kept.append((copy_message(message), tokens, False))
+                    where = f"message {index}" if len(tokens_of[index]) == 1 else f"message {index} (part {part})"
+                    kept.append(Prepared(copy_message(message), tokens, False, where))
         prepared = kept + prepared
 
-    def apply() -> None:
-        if system != _system_text(window):
-            window._overheads = window._with_system(window._overheads, system)
-            window._fit()
-        if rebuild:
-            store = window._store
-            store.restore([], (), (), store.seq, 0)
-            _forget_detected_instructions(window)  # detected again from the messages re-added
-        window._extend(prepared)
-
     try:
-        window._transaction(apply)
+        window.add_prepared(prepared, system=system, set_system=set_system, reset=rebuild)
     except BaseException:
         if not rebuild:
             del synced.items[start:]
         raise
     if rebuild:
-        _STATE[window] = _Synced(list(items), tokens_of, synced.base_system, _mark(window))
+        window.sync_state = SyncState(list(items), tokens_of, synced.base_system, window.revision)
     else:
         synced.tokens.extend(new_tokens)
-        synced.mark = _mark(window)
-
-
-def _forget_detected_instructions(window: ContextWindow) -> None:
-    """Drops the standing instructions detected in the conversation's messages (those the
-    program added stay); an instruction a dropped one had superseded is in force again."""
-    standing = window.standing_instructions
-    items = standing.to_list()
-    keep = [index for index, item in enumerate(items) if item["source"] != "detected"]
-    if len(keep) == len(items):
-        return
-    renumbered = {old: new for new, old in enumerate(keep)}
-    standing.load([{**items[index], "superseded_by": renumbered.get(items[index]["superseded_by"])}
-                   for index in keep])
-    window._overheads = window._with_instructions(window._overheads)
+        synced.revision = window.revision
 
 
 def _one(item: object) -> list[object]:

@@ -8,15 +8,12 @@
 - :class:`HeuristicTokenizer`: a cruder *estimate* (``ceil(chars / chars_per_token)``).
 - :class:`CallableTokenizer`: any ``(str) -> int`` callable (a provider SDK's counter, say).
 
-All four share the chat accounting of :meth:`Tokenizer.count_messages`.
+All four share the chat accounting of :meth:`Tokenizer.count_messages`, and each is a
+:class:`TokenCounter`, the protocol the window needs of its counter (defined, with the smaller
+:class:`TextCounter`, in :mod:`ctxwindow._types`).
 """
 
 from __future__ import annotations
-
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
-
-import numpy as np
-import numpy.typing as npt
 
 from ctxwindow._native import (
     CallableTokenizer,
@@ -27,6 +24,7 @@ from ctxwindow._native import (
     encoding_names,
     image_tokens,
 )
+from ctxwindow._types import TextCounter, TokenCounter
 
 __all__ = [
     "Tokenizer",
@@ -34,26 +32,8 @@ __all__ = [
     "EstimateTokenizer",
     "CallableTokenizer",
     "TokenCounter",
+    "TextCounter",
     "encoding_names",
     "encoding_for_model",
     "image_tokens",
 ]
-
-
-@runtime_checkable
-class TokenCounter(Protocol):
-    """What the rest of the package needs of a token counter."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def exact(self) -> bool: ...
-
-    def count(self, text: str) -> int: ...
-
-    def count_many(self, texts: Sequence[str]) -> npt.NDArray[np.uint32]: ...
-
-    def count_message(self, message: Mapping[str, Any]) -> int: ...
-
-    def count_messages(self, messages: Sequence[Mapping[str, Any]]) -> int: ...

@@ -32,32 +32,42 @@ rendering is not published) are counted by their JSON text, as before.
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
+from ctxwindow._checks import type_name
 from ctxwindow._native import EstimateTokenizer
+from ctxwindow._types import TextCounter
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["count_tools", "render_tools", "tools_json"]
 
 
-class _Counter(Protocol):
-    def count(self, text: str) -> int: ...
-
-
-def count_tools(tools: Sequence[Mapping[str, Any]] | None, tokenizer: _Counter) -> int:
+def count_tools(tools: Sequence[Mapping[str, Any]] | None, tokenizer: TextCounter) -> int:
     """Tokens the tool definitions add to the prompt: the count of :func:`render_tools` (plus the
     JSON text of tools that are not functions). With an :class:`~ctxwindow.EstimateTokenizer`
     (Claude, Gemini, whose rendering is not published): the estimate of :func:`tools_json` plus
     the provider's tool-use overhead. 0 for no tools."""
+    # A str, bytes or list has a count method too, but it counts something else.
+    if isinstance(tokenizer, (str, bytes, bytearray, list, tuple)) or not callable(getattr(tokenizer, "count", None)):
+        raise InvalidTypeError(f"tokenizer must be a token counter with count(text), not {type_name(tokenizer)}")
     if not tools:
         return 0
     if isinstance(tokenizer, EstimateTokenizer):
-        return int(tokenizer.count(tools_json(tools))) + tokenizer.tool_overhead
+        return _count(tokenizer, tools_json(tools)) + tokenizer.tool_overhead
     functions, others = _split(tools)
-    tokens = tokenizer.count(_render_functions(functions)) if functions else 0
+    tokens = _count(tokenizer, _render_functions(functions)) if functions else 0
     if others:
-        tokens += tokenizer.count(json.dumps(others, ensure_ascii=False, sort_keys=True))
+        tokens += _count(tokenizer, _json_text(others, sort_keys=True))
+    return tokens
+
+
+def _count(tokenizer: TextCounter, text: str) -> int:
+    """``tokenizer.count(text)``, checked to be a count (an int >= 0, a numpy integer included)."""
+    tokens = tokenizer.count(text)
+    if isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral) or tokens < 0:
+        raise InvalidTypeError(f"the tokenizer's count returned {tokens!r}, not a token count (an int >= 0)")
     return int(tokens)
 
 
@@ -68,10 +78,7 @@ def tools_json(tools: Sequence[Mapping[str, Any]]) -> str:
     shaped: list[object] = [{"name": name, "description": description, "input_schema": parameters}
                             if description else {"name": name, "input_schema": parameters}
                             for name, description, parameters in functions]
-    try:
-        return json.dumps(shaped + others, ensure_ascii=False)
-    except (TypeError, ValueError) as error:  # a set, bytes, a non-str key, a cycle
-        raise InvalidTypeError(f"tool definitions must be JSON data: {error}") from None
+    return _json_text(shaped + others)
 
 
 def render_tools(tools: Sequence[Mapping[str, Any]]) -> str:
@@ -129,8 +136,16 @@ def _render_functions(functions: list[tuple[str, str, object]]) -> str:
     return "# Tools\n\n" + "\n".join(lines)
 
 
+def _json_text(value: object, **options: Any) -> str:
+    """``value`` as JSON (non-ASCII kept), or the typed error when it is not JSON data."""
+    try:
+        return json.dumps(value, ensure_ascii=False, **options)
+    except (TypeError, ValueError) as error:  # a set, bytes, a non-str key, a cycle
+        raise InvalidTypeError(f"tool definitions must be JSON data: {error}") from None
+
+
 def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _json_text(value, separators=(",", ":"))
 
 
 def _is_enum(schema: Mapping[str, Any]) -> bool:

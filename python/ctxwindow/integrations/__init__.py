@@ -10,8 +10,9 @@ optional extra, imported only when its module is:
 
 Each keeps one :class:`~ctxwindow.ContextWindow` per conversation and hands it the framework's
 full history with :meth:`~ctxwindow.ContextWindow.sync`, so only new messages are converted and
-counted; what the model receives is the window's ``messages()`` converted back, with the
-framework's own objects wherever the window did not change a message.
+counted; what the model receives is exactly the window's ``messages()`` (its system blocks
+included: the system prompt, standing instructions, context, notes, recall) converted back, with
+the framework's own objects wherever the window did not change a message.
 """
 
 __all__ = ["langchain", "pydantic_ai", "openai_agents"]

@@ -9,16 +9,23 @@
     agent = create_agent(model, tools=tools, system_prompt="You are a coding agent.",
                          middleware=[ContextWindowMiddleware(model="gpt-4o", max_tokens=32_000)])
 
-Before every model call the request's messages are what ``ContextWindow.messages()`` sends for
-the graph state: within ``max_tokens - reserve_output`` counting the system prompt and the tool
-schemas, tool calls never split from their results, system first. The graph state keeps the full
-history (only the request is trimmed); with ``persist=True`` the compaction is written back into
-the state instead (before each model call the state's messages are replaced by the window's;
-pass the system prompt and tool schemas as ``system=`` / ``tools=`` then, since a ``before_model``
-hook does not see the request, so that the budget counts them). One window per LangGraph
-``thread_id``, synced incrementally (:meth:`ctxwindow.ContextWindow.sync`): only messages new since
-the last call are converted and counted. Messages the window did not change reach the model as the
-very objects of the state (ids, metadata and all).
+Before every model call the request is exactly what ``ContextWindow.messages()`` sends for the
+graph state: within ``max_tokens - reserve_output`` counting the system prompt and the tool
+schemas, tool calls never split from their results, and every system block of the window (the
+system prompt, standing instructions whose message left the conversation, context, notes,
+recall) as a ``SystemMessage`` of its own, the first as the request's ``system_message`` (the
+agent's own object when the window sends its prompt unchanged). The graph state keeps the full
+history (only the request is trimmed); with ``persist=True`` the compacted conversation is
+written back into the state instead (before each model call the state's messages are replaced
+by the window's; the blocks still go into each request, never into the state). The next call
+recognises that state as the window's own output, so a standing instruction whose message was
+compacted away stays in force. Pass the system prompt and tool schemas as ``system=`` /
+``tools=`` with ``persist=True`` so that the first compaction already counts them (a
+``before_model`` hook does not see the request; later ones use the request's). One window per
+LangGraph ``thread_id``, synced incrementally (:meth:`ctxwindow.ContextWindow.sync`): only
+messages new since the last call are converted and counted. Messages the window did not change
+reach the model as the very objects of the state (ids, metadata and all). The window of a
+thread is ``middleware.window(thread_id)`` (notes, instructions, usage).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
 from ctxwindow._native import Tokenizer
-from ctxwindow.integrations._bridge import Bridge, Windows, missing
+from ctxwindow.integrations._bridge import Bridge, Windows, missing, split
 from ctxwindow.messages import Message
 
 try:
@@ -64,6 +71,19 @@ def from_chat(message: Message, origin: object | None = None) -> BaseMessage:
     return converted
 
 
+#: The id prefix of the system messages a request gets for the window's blocks (never part of
+#: the graph state; recognised and left out if a history ever hands one back).
+BLOCK_ID = "ctxwindow-block-"
+
+
+def _is_block(message: object) -> bool:
+    return isinstance(message, SystemMessage) and str(message.id or "").startswith(BLOCK_ID)
+
+
+def _history_chat(message: BaseMessage) -> list[Message]:
+    return [] if _is_block(message) else to_chat(message)
+
+
 def _thread() -> Hashable:
     try:
         from langgraph.config import get_config
@@ -86,55 +106,55 @@ class ContextWindowMiddleware(AgentMiddleware):
                  max_conversations: int = 256, **settings: Any) -> None:
         super().__init__()
         self.persist = persist
-        self._windows = Windows({"model": model, "max_tokens": max_tokens, **settings}, to_chat,
+        self._windows = Windows({"model": model, "max_tokens": max_tokens, **settings}, _history_chat,
                                 max_conversations)
-        self._tool_key: dict[int, tuple[str, ...]] = {}
 
     @property
     def name(self) -> str:
         return "ContextWindowMiddleware"
 
     def window(self, thread_id: Hashable = None) -> Any:
-        """The :class:`~ctxwindow.ContextWindow` of a thread (for its ``usage`` and events)."""
+        """The :class:`~ctxwindow.ContextWindow` of a thread (for its ``usage``, events, notes
+        and instructions)."""
         return self._windows.get(thread_id).window
 
     def _set_tools(self, bridge: Bridge, tools: Sequence[Any]) -> None:
         schemas = [convert_to_openai_tool(t) for t in tools] if tools else []
         key = tuple(json.dumps(s, sort_keys=True, default=str) for s in schemas)
-        if self._tool_key.get(id(bridge)) != key:
+        if bridge.tool_key != key:
             bridge.window.set_tools(schemas or None)
-            self._tool_key[id(bridge)] = key
+            bridge.tool_key = key
 
-    def _managed(self, bridge: Bridge, messages: list[AnyMessage],
-                 system: SystemMessage | None) -> tuple[SystemMessage | None, list[AnyMessage]]:
-        bridge.sync(([system] if system is not None else []) + list(messages))
+    def _managed(self, bridge: Bridge, messages: list[AnyMessage]) -> tuple[list[Message], list[AnyMessage]]:
+        """The window's blocks and conversation for this history (the state's own objects
+        wherever the window kept a message)."""
+        bridge.sync(messages, own_output=self.persist)
+        blocks, pieces = split(bridge.pieces())
         out: list[Any] = []
-        systems: list[Any] = []
-        for piece in bridge.pieces():
-            if piece.messages[0]["role"] in ("system", "developer"):
-                systems.append(piece)
-                continue
+        for piece in pieces:
             if piece.source is not None:
                 out.append(piece.source)
             else:
                 out.extend(from_chat(m, piece.origin) for m in piece.messages)
-        managed_system = system
-        texts = [m["content"] for p in systems for m in p.messages]
-        if texts and (system is None or texts != [system.text]):
-            managed_system = SystemMessage("\n\n".join(str(t) for t in texts))
-        return managed_system, out
+        return blocks, out
 
     def _request(self, request: ModelRequest) -> ModelRequest:
-        if self.persist:  # before_model already wrote the window's messages into the state
-            return request
         bridge = self._windows.get(_thread())
+        system = request.system_message
         with bridge.lock:
             self._set_tools(bridge, request.tools)
-            system, messages = self._managed(bridge, request.messages, request.system_message)
-        return request.override(messages=messages, system_message=system)
+            bridge.lead = [system] if system is not None else []
+            blocks, messages = self._managed(bridge, list(request.messages))
+        # Every block of the window is a system message of its own, in the window's order; the
+        # system prompt stays the request's own object when the window sends it unchanged.
+        systems: list[Any] = [SystemMessage(b["content"], id=f"{BLOCK_ID}{i}") for i, b in enumerate(blocks)]
+        if systems and system is not None and blocks[0]["content"] == system.text:
+            systems[0] = system
+        return request.override(messages=systems[1:] + messages, system_message=systems[0] if systems else None)
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
-        """Sends the window's messages for this state instead of the full history."""
+        """Sends the window's messages for this state (its blocks included) instead of the full
+        history."""
         return handler(self._request(request))
 
     async def awrap_model_call(self, request: ModelRequest,
@@ -143,13 +163,15 @@ class ContextWindowMiddleware(AgentMiddleware):
         return await handler(self._request(request))
 
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """With ``persist=True``: writes the window's compaction back into the graph state."""
+        """With ``persist=True``: writes the window's compacted conversation back into the graph
+        state (its blocks go into each request, not into the state)."""
         if not self.persist:
             return None
         messages = list(state["messages"])
         bridge = self._windows.get(_thread())
         with bridge.lock:
-            _, managed = self._managed(bridge, messages, None)
+            _, managed = self._managed(bridge, messages)
+            bridge.remember(managed)
         if len(managed) == len(messages) and all(a is b for a, b in zip(managed, messages)):
             return None
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *managed]}

@@ -14,9 +14,17 @@ Supported: Pydantic AI 2.x, where processors are installed as the ``ProcessHisto
 is the same plain callable, so it also works there). Sync and async runs alike (the processor is
 a plain function, which Pydantic AI runs off the event loop).
 
-Before every model request the history is what ``ContextWindow.messages()`` keeps of it: within
-``max_tokens - reserve_output``, tool calls never split from their returns, the system prompt
-kept. Parts are converted both ways: ``SystemPromptPart`` (and a request's ``instructions``) to
+Before every model request the history is exactly what ``ContextWindow.messages()`` holds for it:
+within ``max_tokens - reserve_output``, tool calls never split from their returns, and the
+window's blocks as ``SystemPromptPart``s opening the first request: the system prompt (the
+history's own parts, dynamic ones included), then the standing instructions whose message left
+the history, context, notes and recall (parts with ``dynamic_ref="ctxwindow:block"``). The
+agent's ``instructions`` are counted with the system prompt and left where Pydantic AI sends them
+from. Pydantic AI keeps the processed history as the run's (and hands it back with
+``message_history``): the processor recognises it as its own output and gives the window the
+history it was made from, so no block is read back into the system prompt, a rule whose message
+was evicted stays in force run after run, and a removed or superseded instruction leaves the
+next request. Parts are converted both ways: ``SystemPromptPart`` (and a request's ``instructions``) to
 the system prompt, ``UserPromptPart`` to user messages (text and images), ``TextPart`` and
 ``ToolCallPart`` to an assistant message, ``ToolReturnPart`` (retried ones included) and 1.x's
 ``RetryPromptPart`` answering a tool call to tool messages, ``RetryFeedbackPart`` (and a retry
@@ -33,10 +41,11 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from ctxwindow.errors import MalformedMessageError
-from ctxwindow.integrations._bridge import Bridge, Windows, missing
+from ctxwindow.integrations._bridge import Bridge, Piece, Windows, missing, split
 from ctxwindow.messages import Message
 
 try:
@@ -154,12 +163,76 @@ def from_chat(messages: Sequence[Message]) -> list[ModelMessage]:
     return out
 
 
+#: The ``dynamic_ref`` of the system prompt parts that carry the window's blocks (Pydantic AI
+#: re-runs only the functions it knows by ref, so it leaves these alone); a history handed back
+#: with them is recognised and they are not read as system prompt.
+BLOCK_REF = "ctxwindow:block"
+
+
+def _is_block(part: object) -> bool:
+    return isinstance(part, SystemPromptPart) and part.dynamic_ref == BLOCK_REF
+
+
+class _Instructions(NamedTuple):
+    """The instructions of the latest request: Pydantic AI sends them beside the history."""
+
+    text: str
+
+
+def _history_chat(item: Any) -> list[Message]:
+    if isinstance(item, _Instructions):
+        return [{"role": "system", "content": item.text}]
+    if isinstance(item, ModelRequest):
+        if item.instructions or any(_is_block(p) for p in item.parts):
+            item = replace(item, instructions=None, parts=[p for p in item.parts if not _is_block(p)])
+    return to_chat(item)
+
+
+def _latest_instructions(messages: Sequence[ModelMessage]) -> str | None:
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest) and message.instructions is not None:
+            return message.instructions
+    return None
+
+
+def _system_parts(message: object) -> list[SystemPromptPart]:
+    if not isinstance(message, ModelRequest):
+        return []
+    return [p for p in message.parts if isinstance(p, SystemPromptPart) and not _is_block(p)]
+
+
+def _without_system(request: ModelRequest) -> ModelRequest | None:
+    parts = [p for p in request.parts if not isinstance(p, SystemPromptPart)]
+    if len(parts) == len(request.parts):
+        return request
+    return replace(request, parts=parts) if parts else None
+
+
+def _merged(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """Consecutive requests as one, as Pydantic AI merges them when a run starts (so the history
+    it keeps holds the very objects returned here)."""
+    out: list[ModelMessage] = []
+    for message in messages:
+        last = out[-1] if out else None
+        if isinstance(message, ModelRequest) and isinstance(last, ModelRequest) and (
+                not last.instructions or not message.instructions or last.instructions == message.instructions):
+            parts = [*last.parts, *message.parts]
+            parts.sort(key=lambda p: not isinstance(p, BaseToolReturnPart))  # tool results first
+            out[-1] = replace(last, parts=parts, instructions=last.instructions or message.instructions,
+                              timestamp=message.timestamp or last.timestamp)
+        else:
+            out.append(message)
+    return out
+
+
 class HistoryProcessor:
     """The processor :func:`history_processor` returns: call it with the run's messages. Its
-    :attr:`window` is the :class:`~ctxwindow.ContextWindow` behind it (usage, events)."""
+    :attr:`window` is the :class:`~ctxwindow.ContextWindow` behind it (usage, events, notes,
+    instructions)."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        self._windows = Windows(settings, to_chat, max_conversations=1)
+        self._windows = Windows(settings, _history_chat, max_conversations=1)
+        self._scanned: tuple[int, list[SystemPromptPart]] = (0, [])
 
     @property
     def window(self) -> Any:
@@ -172,26 +245,63 @@ class HistoryProcessor:
     def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         bridge = self._bridge
         with bridge.lock:
-            bridge.sync(list(messages))
-            pieces = list(bridge.pieces())
-        # A kept request that carries the system prompt already sends it: the window's own
-        # system message (the same text) is then not added a second time.
-        system_kept = any(isinstance(p.source, ModelRequest) and _has_system(p.source) for p in pieces)
+            instructions = _latest_instructions(messages)
+            bridge.lead = [_Instructions(instructions)] if instructions else []
+            bridge.sync(messages, own_output=True)
+            blocks, pieces = split(bridge.pieces())
+            out = _merged(self._conversation(pieces))
+            parts = self._block_parts(bridge, blocks, instructions)
+            if parts:
+                first = out[0] if out else None
+                if isinstance(first, ModelRequest):
+                    out[0] = replace(first, parts=[*parts, *first.parts])
+                else:
+                    out.insert(0, ModelRequest(parts=parts))
+            bridge.remember(out)
+        return out
+
+    @staticmethod
+    def _conversation(pieces: list[Piece]) -> list[ModelMessage]:
         out: list[ModelMessage] = []
         loose: list[Message] = []
         for piece in pieces:
-            if piece.source is not None:
-                out.extend(from_chat(loose))
-                loose = []
-                out.append(piece.source)  # type: ignore[arg-type]
-            elif not (system_kept and piece.messages[0]["role"] in ("system", "developer")):
+            if piece.source is None:
                 loose.extend(piece.messages)
+                continue
+            out.extend(from_chat(loose))
+            loose = []
+            source: Any = piece.source
+            # The system prompt travels with the blocks, at the front.
+            kept = _without_system(source) if isinstance(source, ModelRequest) else source
+            if kept is not None:
+                out.append(kept)
         out.extend(from_chat(loose))
         return out
 
+    def _own_system_parts(self, bridge: Bridge) -> list[SystemPromptPart]:
+        """The history's system prompt parts, in order (only new items are looked at)."""
+        history = bridge.history
+        scanned, parts = self._scanned
+        if bridge.unchanged < scanned:
+            scanned, parts = 0, []
+        parts = parts + [p for item in history[scanned:] for p in _system_parts(item)]
+        self._scanned = (len(history), parts)
+        return parts
 
-def _has_system(request: ModelRequest) -> bool:
-    return bool(request.instructions) or any(isinstance(p, SystemPromptPart) for p in request.parts)
+    def _block_parts(self, bridge: Bridge, blocks: list[Message], instructions: str | None) -> list[ModelRequestPart]:
+        """The window's blocks as system prompt parts. The first block is the system prompt: the
+        history's own parts (dynamic ones keep their ref) when it is their text, since the
+        instructions are sent beside the history by Pydantic AI itself."""
+        if not blocks:
+            return []
+        own = self._own_system_parts(bridge)
+        texts = ([instructions] if instructions else []) + [p.content for p in own]
+        first: list[ModelRequestPart]
+        if texts and blocks[0]["content"] == "\n\n".join(texts):
+            first = list(own)
+        else:
+            first = [SystemPromptPart(_content_text(blocks[0]["content"]), dynamic_ref=BLOCK_REF)]
+        return first + [SystemPromptPart(_content_text(b["content"]), dynamic_ref=BLOCK_REF) for b in blocks[1:]]
 
 
 def history_processor(model: str | None = None, *, max_tokens: int, **settings: Any) -> HistoryProcessor:

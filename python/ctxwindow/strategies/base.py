@@ -4,48 +4,19 @@ content, evict whole groups), plus the archive that keeps originals retrievable.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from ctxwindow._types import Entry, Message
 from ctxwindow.archive import Archive, MessageArchive
 from ctxwindow.errors import InvalidArgumentError
+from ctxwindow.strategies._calls import NeedsAwait, SummaryFailed, call_summarizer, is_async_callable
 
-Message = dict[str, Any]
-
+# Entry is defined in ctxwindow._types and NeedsAwait in ctxwindow.strategies._calls; both are
+# re-exported here, where strategies and the window find what a compaction works on.
 __all__ = ["Entry", "Archive", "CompactionState", "NeedsAwait", "StrategyReport", "Strategy"]
-
-
-class Entry(NamedTuple):
-    """One message in the window. Entries are values (a named tuple: one is made for every
-    message added, so it must be cheap): a strategy that rewrites a message puts a new entry in
-    its place (``CompactionState.rewrite``), so a plan that is refused leaves the window's own
-    entries untouched.
-
-    ``group`` is assigned by the conversation store from the message itself: a tool call's
-    group is the ``seq`` of the assistant message that makes the call, and its results join it by
-    ``tool_call_id``; every other message is a group of its own. A strategy never decides
-    groups, so a rewritten assistant message keeps its results."""
-
-    message: Message
-    tokens: int
-    seq: int
-    group: int
-    turn: int
-    pinned: bool = False
-    #: The message as added, when a strategy has rewritten it.
-    original: Message | None = None
-    #: "message" (added by the user of the window), "summary" (a ``[Conversation Summary]``
-    #: written by :class:`Summarize`) or "inserted" (any other message a strategy wrote, such as
-    #: a placeholder for evicted messages). Only a "message" can be the newest user message.
-    kind: str = "message"
-
-    @property
-    def role(self) -> str:
-        return str(self.message.get("role"))
 
 
 @dataclass
@@ -61,26 +32,6 @@ class StrategyReport:
     @property
     def changed(self) -> bool:
         return self.touched > 0 or bool(self.evicted)
-
-
-def is_async_callable(function: object) -> bool:
-    """True for an ``async def`` function, a partial of one, or an object whose ``__call__`` is."""
-    while isinstance(function, functools.partial):
-        function = function.func
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-        getattr(type(function), "__call__", None))
-
-
-class NeedsAwait(BaseException):
-    """Raised inside a compaction planned for an async caller when a summarizer must be awaited
-    first: the window abandons the plan (nothing was applied), awaits the call on the caller's
-    event loop, and plans again with the answer. Not an ``Exception``, so strategies that skip
-    failures do not swallow it."""
-
-    def __init__(self, key: tuple[int, str, str], call: Callable[[], Any], timeout: float | None,
-                 is_async: bool = True) -> None:
-        super().__init__("a summarizer must be awaited")
-        self.key, self.call, self.timeout, self.is_async = key, call, timeout, is_async
 
 
 @dataclass
@@ -156,8 +107,6 @@ class CompactionState:
         """Calls ``summarizer(system, user)``: directly for sync callers; for async callers the
         window awaits it on the caller's loop (see :class:`NeedsAwait`) and the answer comes
         from :attr:`answers` when the plan is made again. Raises ``SummaryFailed``."""
-        from ctxwindow.strategies.summarize import SummaryFailed, call_summarizer
-
         key = (id(summarizer), system, user)
         if key in self.answers:
             answer = self.answers[key]

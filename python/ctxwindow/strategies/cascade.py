@@ -3,22 +3,23 @@ under its target; ``CallableStrategy`` adapts any ``(messages, budget) -> messag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import logging
 
+from ctxwindow._canonical import copy_message, tool_call_ids, validate_message
+from ctxwindow._checks import type_name
+from ctxwindow._types import Entry, Message
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
-from ctxwindow.messages import copy_message, tool_call_ids, validate_message
-from ctxwindow.strategies.base import CompactionState, Entry, Strategy, StrategyReport
-from ctxwindow.strategies.summarize import SummaryFailed
+from ctxwindow.strategies._calls import SummaryFailed
+from ctxwindow.strategies.base import CompactionState, Strategy, StrategyReport
 
 __all__ = ["Cascade", "CallableStrategy", "as_strategy"]
 
 _COST_ORDER = {"free": 0, "llm": 1}
 logger = logging.getLogger("ctxwindow")
-Message = dict[str, Any]
 
 
 @dataclass
@@ -41,6 +42,13 @@ class CallableStrategy:
     function: Callable[[list[Message], int], Sequence[Message]]
     name: str = "custom"
     cost: str = "free"
+
+    def __post_init__(self) -> None:
+        if not callable(self.function):
+            raise InvalidTypeError(f"function must be a callable (messages, budget) -> messages, "
+                                   f"not {type_name(self.function)}")
+        if not isinstance(self.name, str):
+            raise InvalidTypeError(f"name must be a str, not {type_name(self.name)}")
 
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())
@@ -115,9 +123,11 @@ class Cascade:
     cost: str = "free"
 
     def __post_init__(self) -> None:
+        if isinstance(self.strategies, (str, bytes, Mapping)) or not isinstance(self.strategies, Iterable):
+            raise InvalidTypeError(f"strategies must be a list of strategies, not {type_name(self.strategies)}")
         resolved = [as_strategy(s) for s in self.strategies]
         for strategy in resolved:
-            if strategy.cost not in _COST_ORDER:
+            if not isinstance(strategy.cost, str) or strategy.cost not in _COST_ORDER:
                 raise InvalidArgumentError(f"strategy {strategy.name} has cost {strategy.cost!r}; known: free, llm")
         self.strategies = sorted(resolved, key=lambda s: _COST_ORDER[s.cost])
         self.cost = "llm" if any(s.cost == "llm" for s in resolved) else "free"

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctxwindow._checks import check_fraction, check_int, type_name
+from ctxwindow._types import Entry
 from ctxwindow.archive import PROVISIONAL_ID
-from ctxwindow.errors import InvalidArgumentError
-from ctxwindow.scoring import format_eviction_summary, score, select_evictions, summarize_for_eviction
-from ctxwindow.strategies.base import CompactionState, Entry, StrategyReport
+from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
+from ctxwindow.scoring import POLICIES, format_eviction_summary, score, select_evictions, summarize_for_eviction
+from ctxwindow.strategies.base import CompactionState, StrategyReport
 
 __all__ = [
     "TruncateToolResults",
@@ -41,8 +43,7 @@ class TruncateToolResults:
     cost: str = "free"
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int) or self.max_chars < 1:
-            raise InvalidArgumentError(f"max_chars must be an int >= 1, got {self.max_chars!r}")
+        check_int(self.max_chars, "max_chars", 1)
 
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())
@@ -74,9 +75,14 @@ class ClearToolResults:
     cost: str = "free"
 
     def __post_init__(self) -> None:
-        if self.keep < 0 or self.clear_at_least < 0:
-            raise InvalidArgumentError("keep and clear_at_least must be >= 0")
-        self.exclude_tools = tuple(self.exclude_tools)
+        check_int(self.keep, "keep", 0)
+        check_int(self.clear_at_least, "clear_at_least", 0)
+        tools = self.exclude_tools
+        if isinstance(tools, (str, bytes)) or not isinstance(tools, (list, tuple, set, frozenset)):
+            raise InvalidTypeError(f"exclude_tools must be a list of tool names, not {type_name(tools)}")
+        if not all(isinstance(tool, str) for tool in tools):
+            raise InvalidTypeError(f"exclude_tools must hold tool names (str), got {list(tools)!r}")
+        self.exclude_tools = tuple(tools)
 
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())
@@ -155,8 +161,8 @@ class DropOldest:
     cost: str = "free"
 
     def __post_init__(self) -> None:
-        if self.low_watermark is not None and not 0.0 < self.low_watermark <= 1.0:
-            raise InvalidArgumentError(f"low_watermark must be in (0, 1], got {self.low_watermark}")
+        if self.low_watermark is not None:
+            check_fraction(self.low_watermark, "low_watermark")
 
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())
@@ -176,8 +182,7 @@ class SlidingWindow:
     cost: str = "free"
 
     def __post_init__(self) -> None:
-        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 0:
-            raise InvalidArgumentError(f"n must be an int >= 0, got {self.n!r}")
+        check_int(self.n, "n", 0)
 
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())
@@ -198,6 +203,12 @@ class ScoredEviction:
     policy: str = "hybrid"
     name: str = "scored_eviction"
     cost: str = "free"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy, str):
+            raise InvalidTypeError(f"policy must be a str, not {type_name(self.policy)}")
+        if self.policy not in POLICIES:
+            raise InvalidArgumentError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
 
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())

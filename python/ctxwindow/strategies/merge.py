@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ctxwindow._checks import check_fraction, type_name
+from ctxwindow._embed import Embedder, embed
 from ctxwindow._native import Tokenizer
-from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
+from ctxwindow.errors import InvalidTypeError
 from ctxwindow.strategies.base import CompactionState, StrategyReport
 
-__all__ = ["SemanticMerge", "Merge"]
+__all__ = ["SemanticMerge", "Merge", "hashed_embedder"]
 
-Embedder = Callable[[Sequence[str]], Any]
 #: How many merge records a SemanticMerge keeps.
 MAX_MERGES = 1000
 
@@ -57,10 +57,10 @@ class SemanticMerge:
     merges: deque[Merge] = field(default_factory=lambda: deque(maxlen=MAX_MERGES), init=False)
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.threshold <= 1.0:
-            raise InvalidArgumentError(f"threshold must be in (0, 1], got {self.threshold}")
+        check_fraction(self.threshold, "threshold")
         if self.embedder is not None and not callable(self.embedder):
-            raise InvalidTypeError("embedder must be a callable (texts) -> array of shape (n, d)")
+            raise InvalidTypeError(f"embedder must be a callable (texts) -> array of shape (n, d), "
+                                   f"not {type_name(self.embedder)}")
 
     def apply(self, state: CompactionState) -> StrategyReport:
         report = StrategyReport(self.name, state.total(), state.total())
@@ -68,10 +68,7 @@ class SemanticMerge:
                    and e.original is None]
         if len(results) < 2:
             return report
-        vectors = np.asarray((self.embedder or hashed_embedder)([e.message["content"] for e in results]),
-                             dtype=np.float64)
-        if vectors.ndim != 2 or vectors.shape[0] != len(results):
-            raise InvalidArgumentError(f"the embedder returned shape {vectors.shape}, expected ({len(results)}, d)")
+        vectors = embed(self.embedder or hashed_embedder, [e.message["content"] for e in results], np.float64)
         norms = np.linalg.norm(vectors, axis=1)
         norms[norms == 0] = 1.0
         unit = vectors / norms[:, None]

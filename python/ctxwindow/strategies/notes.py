@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ctxwindow._checks import check_int, check_text
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 from ctxwindow.strategies.base import CompactionState, StrategyReport
 
@@ -37,18 +38,19 @@ class Notes:
     notes: list[Note] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise InvalidArgumentError(f"max_tokens must be an int >= 1, got {self.max_tokens!r}")
+        check_int(self.max_tokens, "max_tokens", 1)
 
     def write_note(self, category: str, text: str, importance: str = "normal") -> Note:
         """Adds a note. ``category`` in task_progress, decisions, bugs, constraints, learnings,
-        misc; ``importance`` in critical, high, normal, low."""
-        if category not in NOTE_CATEGORIES:
+        misc; ``importance`` in critical, high, normal, low; ``text`` a non-empty str that is
+        valid Unicode (:class:`~ctxwindow.errors.InvalidTextError` for a lone surrogate)."""
+        if not isinstance(category, str) or category not in NOTE_CATEGORIES:
             raise InvalidArgumentError(f"unknown note category {category!r}; known: {', '.join(NOTE_CATEGORIES)}")
-        if importance not in IMPORTANCE:
+        if not isinstance(importance, str) or importance not in IMPORTANCE:
             raise InvalidArgumentError(f"unknown importance {importance!r}; known: {', '.join(IMPORTANCE)}")
         if not isinstance(text, str) or not text.strip():
             raise InvalidTypeError("a note's text must be a non-empty str")
+        check_text(text, "a note's text")
         note = Note(category, text.strip(), importance, len(self.notes))
         self.notes.append(note)
         return note

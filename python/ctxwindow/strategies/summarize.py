@@ -4,18 +4,18 @@ incremental, one ``[Conversation Summary]`` message first in the conversation) a
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwindow._canonical import text_of
+from ctxwindow._checks import check_int, check_number, type_name
+from ctxwindow._types import Entry, Message
 from ctxwindow.archive import PROVISIONAL_ID
-from ctxwindow.errors import CtxWindowError, InvalidArgumentError, InvalidTypeError
-from ctxwindow.messages import text_of
-from ctxwindow.strategies.base import CompactionState, Entry, Message, StrategyReport
+from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
+from ctxwindow.strategies._calls import Summarizer, SummaryFailed, await_summarizer, call_summarizer
+from ctxwindow.strategies.base import CompactionState, StrategyReport
 from ctxwindow.summarizers import (
     SUMMARY_HEADER,
     TARGET_PREFIX,
@@ -24,87 +24,18 @@ from ctxwindow.summarizers import (
     extractive,
 )
 
+# SummaryFailed, call_summarizer and await_summarizer live in ctxwindow.strategies._calls (the
+# summarizer-call machinery the compaction state shares); they are re-exported here, where
+# users of the summarizing strategies look for them.
 __all__ = ["COMPACTION_SYSTEM_PROMPT", "SummaryFailed", "Summarize", "ProgressiveSummarize", "call_summarizer",
-           "render_transcript"]
+           "await_summarizer", "render_transcript"]
 
 logger = logging.getLogger("ctxwindow")
-
-Summarizer = Callable[[str, str], Any]
 
 COMPACTION_SYSTEM_PROMPT = """You compact the history of an AI agent's conversation so the agent can continue its task without it.
 PRESERVE, exactly: every decision with its rationale; errors and failures verbatim; progress as done / current / remaining; every user constraint, rule and preference verbatim; file paths, names, identifiers, numbers, amounts and dates.
 DROP: greetings and filler, repetition, plans that were superseded (say what replaced them), raw tool output that was already acted upon.
 FORMAT: start with "[Conversation Summary]", then short bullet lines, no preamble, within the token target."""
-
-
-class SummaryFailed(CtxWindowError):
-    """The summarizer raised, timed out, returned nothing, or returned something not shorter than
-    what it would replace. The window is unchanged; the next strategy runs."""
-
-
-def call_summarizer(summarizer: Summarizer, system: str, user: str, timeout: float | None) -> str:
-    """Calls a sync summarizer with a timeout (seconds, None: no limit); raises
-    :class:`SummaryFailed` when it raises, times out or returns something other than a str.
-
-    An async summarizer (one that returns an awaitable) is awaited only by the async methods
-    (``ContextWindow.aadd``, ``acompact``) on the caller's event loop, where its client lives;
-    from sync code it is a :class:`SummaryFailed` that says so (the cascade falls back)."""
-
-    def outcome(result: Any) -> str:
-        if inspect.isawaitable(result):
-            if inspect.iscoroutine(result):
-                result.close()
-            raise SummaryFailed("the summarizer is async: call ContextWindow.aadd() / acompact() "
-                                "from async code to await it")
-        if not isinstance(result, str):
-            raise SummaryFailed(f"the summarizer returned {type(result).__name__}, not str")
-        return result
-
-    if timeout is None:
-        try:
-            return outcome(summarizer(system, user))
-        except SummaryFailed:
-            raise
-        except Exception as error:
-            raise SummaryFailed(f"the summarizer raised {type(error).__name__}: {error}") from error
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxwindow-summarizer")
-    try:
-        result = pool.submit(summarizer, system, user).result(timeout=timeout)
-    except concurrent.futures.TimeoutError:
-        raise SummaryFailed(f"the summarizer did not answer within {timeout} s") from None
-    except Exception as error:
-        raise SummaryFailed(f"the summarizer raised {type(error).__name__}: {error}") from error
-    finally:
-        pool.shutdown(wait=False)
-    return outcome(result)
-
-
-async def await_summarizer(call: Callable[[], Any], timeout: float | None, is_async: bool = True) -> Any:
-    """Runs one summarizer call for an async caller: an async summarizer is awaited on the
-    running loop (a timeout cancels it); a sync one runs in a worker thread so the loop is not
-    blocked. Returns the text, or the :class:`SummaryFailed` to raise when the plan is made
-    again."""
-    try:
-        if timeout is None:
-            result = await _start(call, is_async)
-        else:
-            result = await asyncio.wait_for(_start(call, is_async), timeout)
-    except (asyncio.TimeoutError, TimeoutError):
-        return SummaryFailed(f"the summarizer did not answer within {timeout} s")
-    except Exception as error:
-        return SummaryFailed(f"the summarizer raised {type(error).__name__}: {error}")
-    if not isinstance(result, str):
-        return SummaryFailed(f"the summarizer returned {type(result).__name__}, not str")
-    return result
-
-
-async def _start(call: Callable[[], Any], is_async: bool) -> Any:
-    # An async summarizer returns an awaitable we await on this loop; a sync one runs in a
-    # worker thread (the loop keeps running; on a timeout its late answer is discarded).
-    result = call() if is_async else await asyncio.to_thread(call)
-    if inspect.isawaitable(result):
-        return await result
-    return result
 
 
 def render_transcript(entries: Sequence[Entry]) -> str:
@@ -149,11 +80,11 @@ class Summarize:
 
     def __post_init__(self) -> None:
         if not callable(self.summarizer):
-            raise InvalidTypeError("summarizer must be a callable (system, user) -> str")
-        if self.preserve_recent < 0:
-            raise InvalidArgumentError(f"preserve_recent must be >= 0, got {self.preserve_recent}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise InvalidArgumentError(f"timeout must be > 0 seconds, got {self.timeout}")
+            raise InvalidTypeError(f"summarizer must be a callable (system, user) -> str, not {type_name(self.summarizer)}")
+        check_int(self.preserve_recent, "preserve_recent", 0)
+        if self.timeout is not None:
+            # A finite number of seconds: inf or nan would make every summary fail at the call.
+            check_number(self.timeout, "timeout (seconds, or None for no limit)", above=0.0)
         if self.summarizer is extractive:
             self.cost = "free"
 
@@ -254,8 +185,15 @@ class ProgressiveSummarize:
     cost: str = "free"
 
     def __post_init__(self) -> None:
-        if len(self.levels) != 3 or not 0 < self.levels[0] < self.levels[1] < self.levels[2]:
-            raise InvalidArgumentError(f"levels must be three increasing ages in turns > 0, got {self.levels}")
+        levels = self.levels
+        if (not isinstance(levels, (tuple, list)) or len(levels) != 3
+                or any(isinstance(age, bool) or not isinstance(age, int) for age in levels)):
+            raise InvalidTypeError(f"levels must be three ints (ages in turns), got {levels!r}")
+        if not 0 < levels[0] < levels[1] < levels[2]:
+            raise InvalidArgumentError(f"levels must be three increasing ages in turns > 0, got {levels}")
+        self.levels = (levels[0], levels[1], levels[2])
+        if not callable(self.summarizer):
+            raise InvalidTypeError(f"summarizer must be a callable (system, user) -> str, not {type_name(self.summarizer)}")
         if self.summarizer is not extractive:
             self.cost = "llm"
 

@@ -1,8 +1,5 @@
-"""Other providers' message formats, to and from the canonical chat dicts (re-exported by
-:mod:`ctxwindow.messages`):
-
-- OpenAI Responses API items: :func:`from_responses` / :func:`to_responses`;
-- Anthropic Messages: :func:`to_anthropic`, the inverse of :func:`ctxwindow.messages.from_anthropic`.
+"""OpenAI Responses API items to and from the canonical chat dicts: :func:`from_responses`,
+:func:`to_responses`, and :func:`responses_turns` (where a list of items is cut into turns).
 
 Responses items map to chat messages as follows. A ``message`` item (or the short
 ``{"role", "content"}`` form) of a user, system or developer becomes that message, its
@@ -19,9 +16,7 @@ messages made from Responses items back with :func:`to_responses`.
 
 Round trips are lossless: ``to_responses(from_responses(items)) == items`` for items of the kinds
 above, and ``from_responses(to_responses(messages)) == messages`` for chat messages (except a
-message's ``name``, which the Responses API has no field for and which is left out); likewise
-``from_anthropic(*reversed(to_anthropic(messages)))`` gives back the chat messages (text joined
-per message, as ``from_anthropic`` does).
+message's ``name``, which the Responses API has no field for and which is left out).
 
 >>> items = [{"role": "user", "content": "weather in Paris?"},
 ...          {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": '{"city": "Paris"}'},
@@ -34,16 +29,14 @@ True
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ctxwindow._canonical import as_items, as_mapping
+from ctxwindow._types import Message
 from ctxwindow.errors import MalformedMessageError
-from ctxwindow.messages import Message, from_anthropic, text_of
 
-__all__ = ["from_responses", "to_responses", "to_anthropic", "responses_turns", "infer_format"]
+__all__ = ["from_responses", "to_responses", "responses_turns"]
 
 _MODEL_ITEMS = ("reasoning", "function_call")
 
@@ -57,9 +50,6 @@ def _plain(item: object, index: int) -> dict[str, Any]:
         if isinstance(data, Mapping):
             return dict(data)
     raise MalformedMessageError(f"item {index}: a Responses item must be a dict, not {type(item).__name__}")
-
-
-# --- Responses API -----------------------------------------------------------------------------
 
 
 def _part_from_responses(part: Any, where: str) -> dict[str, Any]:
@@ -80,19 +70,20 @@ def _part_from_responses(part: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def _part_to_responses(part: Mapping[str, Any], role: str) -> dict[str, Any]:
+def _part_to_responses(part: object, role: str, where: str) -> dict[str, Any]:
+    part = as_mapping(part, where, "a content part")
     kind = part.get("type")
     if kind == "text":
         return {"type": "output_text" if role == "assistant" else "input_text", "text": part.get("text", "")}
     if kind == "refusal":
         return {"type": "refusal", "refusal": part.get("refusal", "")}
     if kind == "image_url":
-        image = part.get("image_url") or {}
+        image = as_mapping(part.get("image_url") or {}, where, "an image_url")
         out: dict[str, Any] = {"type": "input_image", "image_url": image.get("url", "")}
         if image.get("detail") is not None:
             out["detail"] = image["detail"]
         return out
-    raise MalformedMessageError(f"content part type {kind!r} has no Responses form")
+    raise MalformedMessageError(f"{where}: content part type {kind!r} has no Responses form")
 
 
 def _content_from_responses(content: Any, where: str) -> tuple[Any, list[Any]]:
@@ -107,14 +98,17 @@ def _content_from_responses(content: Any, where: str) -> tuple[Any, list[Any]]:
     return parts, extras
 
 
-def _content_to_responses(content: Any, role: str, extras: list[Any] | None = None) -> Any:
+def _content_to_responses(content: Any, role: str, where: str, extras: object = None) -> Any:
     if content is None:
         return []
     if isinstance(content, str):
         return content
-    parts = [_part_to_responses(p, role) for p in content]
-    for part, extra in zip(parts, extras or []):
-        part.update(extra)
+    if not isinstance(content, list):
+        raise MalformedMessageError(f"{where}: content must be a str, None or a list of parts, "
+                                    f"not {type(content).__name__}")
+    parts = [_part_to_responses(p, role, where) for p in content]
+    for part, extra in zip(parts, extras if isinstance(extras, list) else []):
+        part.update(as_mapping(extra, where, "a part's kept Responses data"))
     return parts
 
 
@@ -141,7 +135,7 @@ def responses_turns(items: Iterable[object]) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     run: list[Any] = []
     plain: list[Mapping[str, Any]] = []
-    for index, raw in enumerate(items):
+    for index, raw in enumerate(as_items(items, "items")):
         item = raw if isinstance(raw, Mapping) else _plain(raw, index)
         if _is_model_item(item):
             if _starts_turn(_kind(item), plain):
@@ -163,7 +157,7 @@ def from_responses(items: Iterable[object]) -> list[Message]:
     """OpenAI Responses API input/output items (dicts or the SDK's models) to canonical chat
     messages; see the module documentation. Raises :class:`MalformedMessageError` naming the
     item for an item kind or content part it cannot represent (``item_reference``, built-in
-    tool calls, files)."""
+    tool calls, files) or an item that is not a dict."""
     out: list[Message] = []
     run: list[tuple[int, dict[str, Any]]] = []  # the model's items of the current turn
 
@@ -172,7 +166,7 @@ def from_responses(items: Iterable[object]) -> list[Message]:
             out.append(_assistant_from_items(run))
             run.clear()
 
-    for index, raw in enumerate(items):
+    for index, raw in enumerate(as_items(items, "items")):
         item = _plain(raw, index)
         where = f"item {index}"
         kind = _kind(item)
@@ -270,16 +264,21 @@ def to_responses(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Canonical chat messages (e.g. ``window.messages()``) to Responses API input items; see
     the module documentation. Data kept under ``responses`` by :func:`from_responses` (item
     ids, status, reasoning items, annotations) is put back; when a compaction rewrote the
-    message, its current text and calls are what is written."""
+    message, its current text and calls are what is written. Raises
+    :class:`MalformedMessageError` naming the message for one that is not a dict or has an
+    unknown role or a part with no Responses form."""
     out: list[dict[str, Any]] = []
-    for index, message in enumerate(messages):
+    for index, raw in enumerate(as_items(messages)):
+        where = f"message {index}"
+        message = as_mapping(raw, where)
         role = message.get("role")
         meta = message.get("responses")
         if role == "assistant":
-            out.extend(_assistant_to_items(message, meta if isinstance(meta, list) else None))
+            out.extend(_assistant_to_items(message, meta if isinstance(meta, list) else None, where))
         elif role == "tool":
             content = message.get("content")
-            output = content if isinstance(content, str) or content is None else _content_to_responses(content, "user")
+            output = (content if isinstance(content, str) or content is None
+                      else _content_to_responses(content, "user", where))
             item: dict[str, Any] = {"type": "function_call_output", "call_id": message.get("tool_call_id"),
                                     "output": output if output is not None else ""}
             if isinstance(meta, Mapping):
@@ -288,10 +287,11 @@ def to_responses(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         elif role in ("user", "system", "developer"):
             extra = dict(meta) if isinstance(meta, Mapping) else {}
             extras = extra.pop("part_extras", None)
-            item = {**extra, "role": role, "content": _content_to_responses(message.get("content"), "user", extras)}
+            item = {**extra, "role": role,
+                    "content": _content_to_responses(message.get("content"), "user", where, extras)}
             out.append(_ordered(item, extra))
         else:
-            raise MalformedMessageError(f"message {index}: unknown role {role!r}")
+            raise MalformedMessageError(f"{where}: unknown role {role!r}")
     return out
 
 
@@ -302,25 +302,37 @@ def _ordered(item: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return item
 
 
-def _assistant_to_items(message: Mapping[str, Any], skeletons: list[Any] | None) -> list[dict[str, Any]]:
-    calls = list(message.get("tool_calls") or [])
+def _call_parts(call: object, where: str) -> tuple[Any, Mapping[str, Any]]:
+    """A chat tool call's id and function, checked to be dicts."""
+    call = as_mapping(call, where, "a tool call")
+    return call.get("id"), as_mapping(call.get("function") or {}, where, "a tool call's function")
+
+
+def _assistant_to_items(message: Mapping[str, Any], skeletons: list[Any] | None, where: str) -> list[dict[str, Any]]:
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, (list, tuple)):
+        raise MalformedMessageError(f"{where}: 'tool_calls' must be a list, not {type(raw_calls).__name__}")
+    calls = [_call_parts(call, where) for call in raw_calls]
     content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise MalformedMessageError(f"{where}: content must be a str, None or a list of parts, "
+                                    f"not {type(content).__name__}")
     if skeletons is None:
         skeletons = _default_skeletons(message)
     parts = _as_parts(content) if not isinstance(content, str) else None
     text_left = content if isinstance(content, str) else None
     out: list[dict[str, Any]] = []
-    for skeleton in skeletons:
+    for raw_skeleton in skeletons:
+        skeleton = as_mapping(raw_skeleton, where, "a kept Responses item")
         kind = skeleton.get("type", "message")
         if kind == "reasoning":
             out.append(dict(skeleton))
         elif kind == "function_call":
             if not calls:
                 continue  # the call was dropped by a rewrite
-            call = calls.pop(0)
-            function = call.get("function") or {}
-            item = {k: v for k, v in skeleton.items()}
-            item.update({"call_id": call.get("id"), "name": function.get("name"),
+            call_id, function = calls.pop(0)
+            item = dict(skeleton)
+            item.update({"call_id": call_id, "name": function.get("name"),
                          "arguments": function.get("arguments", "")})
             out.append(_ordered(item, skeleton))
         else:
@@ -328,173 +340,20 @@ def _assistant_to_items(message: Mapping[str, Any], skeletons: list[Any] | None)
             item["role"] = "assistant"
             if text_left is not None:  # all of a str content goes to the first message item
                 item["content"] = text_left if skeleton.get("text") else _content_to_responses(
-                    [{"type": "text", "text": text_left}], "assistant", skeleton.get("part_extras"))
+                    [{"type": "text", "text": text_left}], "assistant", where, skeleton.get("part_extras"))
                 text_left = None
             elif parts is not None:
                 count = skeleton.get("parts", len(parts)) if isinstance(skeleton.get("parts"), int) else len(parts)
                 mine, parts = parts[:count], parts[count:]
                 if not mine:
                     continue
-                item["content"] = _content_to_responses(mine, "assistant", skeleton.get("part_extras"))
+                item["content"] = _content_to_responses(mine, "assistant", where, skeleton.get("part_extras"))
             else:
                 continue
             out.append(_ordered(item, skeleton))
     if text_left:  # content written by a rewrite where the turn had no message item
         out.insert(0, {"role": "assistant", "content": text_left})
-    for call in calls:
-        function = call.get("function") or {}
-        out.append({"type": "function_call", "call_id": call.get("id"), "name": function.get("name"),
+    for call_id, function in calls:
+        out.append({"type": "function_call", "call_id": call_id, "name": function.get("name"),
                     "arguments": function.get("arguments", "")})
     return out
-
-
-# --- Anthropic Messages --------------------------------------------------------------------------
-
-
-def _anthropic_block(part: Mapping[str, Any], where: str) -> dict[str, Any]:
-    kind = part.get("type")
-    if kind == "text":
-        return {"type": "text", "text": part.get("text", "")}
-    if kind == "refusal":
-        return {"type": "text", "text": part.get("refusal", "")}
-    if kind == "image_url":
-        url = str((part.get("image_url") or {}).get("url", ""))
-        if url.startswith("data:") and ";base64," in url:
-            header, data = url[5:].split(";base64,", 1)
-            try:
-                base64.b64decode(data, validate=True)
-            except (binascii.Error, ValueError):
-                raise MalformedMessageError(f"{where}: an image data URL whose data is not base64") from None
-            return {"type": "image", "source": {"type": "base64", "media_type": header or "image/png", "data": data}}
-        return {"type": "image", "source": {"type": "url", "url": url}}
-    raise MalformedMessageError(f"{where}: content part type {kind!r} has no Anthropic form")
-
-
-def _anthropic_content(content: Any, where: str) -> list[dict[str, Any]]:
-    if content is None or content == "":
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [_anthropic_block(p, where) for p in content]
-
-
-def to_anthropic(messages: Iterable[Mapping[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
-    """Canonical chat messages (e.g. ``window.messages()``) to an Anthropic ``messages.create``
-    call's ``(system, messages)``: system and developer messages joined into ``system`` (None
-    when there is none); assistant tool calls as ``tool_use`` blocks (arguments parsed from
-    JSON); the tool results of one call group as ``tool_result`` blocks in one user turn, as the
-    API requires, followed by the next user message's content when one follows; text and images
-    (data URLs as base64 sources) as blocks. The inverse of
-    :func:`ctxwindow.messages.from_anthropic`.
-
-    >>> system, turns = to_anthropic([
-    ...     {"role": "system", "content": "Be brief."}, {"role": "user", "content": "ls"},
-    ...     {"role": "assistant", "content": None, "tool_calls": [
-    ...         {"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
-    ...         {"id": "b", "type": "function", "function": {"name": "pwd", "arguments": "{}"}}]},
-    ...     {"role": "tool", "tool_call_id": "a", "content": "x.py"},
-    ...     {"role": "tool", "tool_call_id": "b", "content": "/src"}])
-    >>> system, [t["role"] for t in turns], [b["type"] for b in turns[2]["content"]]
-    ('Be brief.', ['user', 'assistant', 'user'], ['tool_result', 'tool_result'])
-    """
-    system: list[str] = []
-    out: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []  # tool_result blocks waiting for their user turn
-
-    def flush_results() -> None:
-        if results:
-            out.append({"role": "user", "content": list(results)})
-            results.clear()
-
-    for index, message in enumerate(messages):
-        where = f"message {index}"
-        role = message.get("role")
-        content = message.get("content")
-        if role in ("system", "developer"):
-            system.append(text_of(message))
-        elif role == "tool":
-            text = content if isinstance(content, str) else "\n".join(
-                str(p.get("text", "")) for p in content or [] if isinstance(p, Mapping) and p.get("type") == "text")
-            results.append({"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": text})
-        elif role == "user":
-            if results:
-                rest = ([{"type": "text", "text": content}] if isinstance(content, str)
-                        else _anthropic_content(content, where))
-                out.append({"role": "user", "content": results + rest})
-                results.clear()
-            else:
-                out.append({"role": "user", "content": content if isinstance(content, str)
-                            else _anthropic_content(content, where)})
-        elif role == "assistant":
-            flush_results()
-            calls = message.get("tool_calls") or []
-            if not calls:
-                out.append({"role": "assistant", "content": content if isinstance(content, str)
-                            else _anthropic_content(content, where)})
-                continue
-            blocks = _anthropic_content(content, where)
-            for call in calls:
-                function = call.get("function") or {}
-                arguments = function.get("arguments") or "{}"
-                try:
-                    parsed = json.loads(arguments)
-                except json.JSONDecodeError:
-                    raise MalformedMessageError(
-                        f"{where}: the arguments of tool call {call.get('id')!r} are not JSON "
-                        "(Anthropic's tool_use input is an object)") from None
-                if not isinstance(parsed, dict):
-                    raise MalformedMessageError(
-                        f"{where}: the arguments of tool call {call.get('id')!r} are not a JSON object")
-                blocks.append({"type": "tool_use", "id": call.get("id"), "name": function.get("name"),
-                               "input": parsed})
-            out.append({"role": "assistant", "content": blocks})
-        else:
-            raise MalformedMessageError(f"{where}: unknown role {role!r}")
-    flush_results()
-    return ("\n\n".join(system) if system else None), out
-
-
-# --- recognising a file's format -------------------------------------------------------------------
-
-_RESPONSES_ONLY = {"function_call", "function_call_output", "reasoning", "input_text", "output_text"}
-_ANTHROPIC_BLOCKS = {"tool_use", "tool_result"}
-
-
-def _block_types(messages: Any) -> set[Any]:
-    types: set[Any] = set()
-    for message in messages if isinstance(messages, list) else []:
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if isinstance(content, list):
-            types.update(b.get("type") for b in content if isinstance(b, Mapping))
-        if isinstance(message, Mapping):
-            types.add(message.get("type"))
-    return types
-
-
-def infer_format(value: Any) -> tuple[str, list[Message]] | None:
-    """The Responses or Anthropic conversation in a parsed JSON value, as ``(format name,
-    canonical messages)``; None when it is neither (chat dicts, or another format):
-
-    - Responses API items: a list of items, or ``{"input": [...], "instructions": ...}``, with
-      at least one item or part only the Responses API has (``function_call``, ``reasoning``,
-      ``input_text``, ...);
-    - Anthropic Messages: ``{"system": ..., "messages": [...]}`` or a list of messages, with
-      ``tool_use`` / ``tool_result`` blocks or a top-level ``system`` next to user and assistant
-      turns only.
-    """
-    if isinstance(value, Mapping) and isinstance(value.get("input"), list):
-        messages = from_responses(value["input"])
-        instructions = value.get("instructions")
-        if isinstance(instructions, str) and instructions:
-            messages.insert(0, {"role": "system", "content": instructions})
-        return "Responses items JSON", messages
-    if isinstance(value, list) and _block_types(value) & _RESPONSES_ONLY:
-        return "Responses items JSON", from_responses(value)
-    turns = value.get("messages") if isinstance(value, Mapping) else value
-    system = value.get("system") if isinstance(value, Mapping) else None
-    if isinstance(turns, list) and turns and all(isinstance(t, Mapping) and t.get("role") in ("user", "assistant")
-                                                 for t in turns):
-        if _block_types(turns) & _ANTHROPIC_BLOCKS or isinstance(system, str):
-            return "Anthropic messages JSON", from_anthropic(turns, system if isinstance(system, str) else None)
-    return None
-
