@@ -4,6 +4,7 @@ deferred effects run in one fixed order, and events only after commit."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import pytest
@@ -44,7 +45,7 @@ def test_an_operation_completes_or_changes_nothing(operations: list[tuple[list[i
             for index in changes:
                 cells[index].value += 1
             for phase in PHASES:
-                unit.defer(phase, lambda phase=phase: log.append(phase))
+                unit.defer(phase, functools.partial(log.append, phase))
             if fails and where != "body":
                 unit.defer(where, lambda: (_ for _ in ()).throw(RuntimeError("deferred failure")))
             if fails and where == "body":

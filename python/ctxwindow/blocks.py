@@ -66,12 +66,15 @@ def check_message_text(message: Mapping[str, Any], where: str) -> None:
     """:class:`InvalidTextError` when a message's text or a tool call's arguments hold a lone
     surrogate (counting would replace it, as tiktoken does, but the prompt could not be sent)."""
     content = message.get("content")
-    texts = [content] if isinstance(content, str) else [
+    texts: list[object] = [content] if isinstance(content, str) else [
         p.get("text") for p in content if isinstance(p, Mapping)] if isinstance(content, list) else []
+    texts += [message.get("name"), message.get("tool_call_id")]
     for call in message.get("tool_calls") or ():
-        function = call.get("function") if isinstance(call, Mapping) else None
-        if isinstance(function, Mapping):
-            texts.append(function.get("arguments"))
+        if isinstance(call, Mapping):
+            function = call.get("function")
+            texts.append(call.get("id"))
+            if isinstance(function, Mapping):
+                texts += [function.get("arguments"), function.get("name")]
     for text in texts:
         if isinstance(text, str) and not text.isascii():
             check_text(text, f"{where}'s text")

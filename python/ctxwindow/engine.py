@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import EllipsisType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ctxwindow.archive import Archive, MessageArchive, put_groups
 from ctxwindow.blocks import PromptBlocks, check_message_text
@@ -46,7 +46,7 @@ from ctxwindow.sync import Prepared, as_message
 from ctxwindow.tokenizer import TokenCounter
 from ctxwindow.unit_of_work import Savepoints, UnitOfWork
 
-__all__ = ["Engine", "Ledger", "Prepared", "Usage"]
+__all__ = ["Engine", "Ledger", "Prepared", "Read", "Usage"]
 
 T = TypeVar("T")
 
@@ -67,6 +67,19 @@ class Usage:
     max_tokens: int
     reserve_output: int
     calibration: float
+
+
+class Read(Generic[T]):
+    """A read-only attribute computed from the object it is read on (a typed ``property``
+    in one line)."""
+
+    def __init__(self, get: Callable[[Any], T], doc: str) -> None:
+        self._get, self.__doc__ = get, doc
+
+    def __get__(self, instance: Any, owner: type | None = None) -> T:
+        if instance is None:
+            return self  # type: ignore[return-value]  # the descriptor itself, read on the class
+        return self._get(instance)
 
 
 class Ledger:

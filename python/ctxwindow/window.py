@@ -41,8 +41,8 @@ from ctxwindow.config import PROFILES, STRATEGY_TYPES, WindowSettings, check_int
 from ctxwindow.context_windows import resolve_budget
 from ctxwindow.conversation import ConversationStore
 from ctxwindow.delegate import Condense, DelegationResult, RunFunction, adelegate, delegate
-from ctxwindow.engine import Engine, Ledger, Usage
-from ctxwindow.errors import ContextOverflowError, InvalidTypeError
+from ctxwindow.engine import Engine, Ledger, Read, Usage
+from ctxwindow.errors import ContextOverflowError, InvalidTypeError, WindowBusyError
 from ctxwindow.instructions import Instruction
 from ctxwindow.messages import PLACEHOLDER_USER, Message, copy_message
 from ctxwindow.options import (WindowOptions, check_options, make_archive, make_cache, make_cascade, make_events,
@@ -128,21 +128,21 @@ class ContextWindow:
         ``trigger``, ``target``), also readable one by one below."""
         return self._engine.ledger.settings
 
-    max_tokens = property(lambda self: self.settings.max_tokens, doc="The context window, in tokens.")
-    reserve_output = property(lambda self: self.settings.reserve_output, doc="Tokens kept for the reply.")
-    preserve_recent = property(lambda self: self.settings.preserve_recent, doc="Newest messages kept as they are.")
-    trigger = property(lambda self: self.settings.trigger, doc="Share of the budget that starts compaction.")
-    target = property(lambda self: self.settings.target, doc="Share of the budget compaction goes down to.")
-    prompt_budget = property(lambda self: self.settings.prompt_budget, doc="``max_tokens - reserve_output``.")
-    compactions = property(lambda self: self._engine.ledger.compactions, doc="Compactions that changed something.")
-    evicted_messages = property(lambda self: self._engine.ledger.evicted_messages, doc="Messages compacted away.")
-    tokens_added = property(lambda self: self._engine.ledger.tokens_added, doc="Tokens of every message added.")
-    last_compaction = property(lambda self: self._engine.ledger.last_compaction, doc="The last compaction's result.")
-    revision = property(lambda self: self._engine.ledger.revision, doc="Changes whenever a message is added.")
-    fidelity_gate = property(lambda self: self._engine.fidelity_gate, doc="Whether compactions pass the gate.")
-    tools = property(lambda self: self.blocks.tools, doc="The tool definitions sent with the prompt.")
-    turn = property(lambda self: self._engine.store.turn, doc="Number of user messages added so far.")
-    system_prompt = property(lambda self: self.blocks.text("system"), doc="The system prompt's text, or None.")
+    max_tokens = Read[int](lambda self: self.settings.max_tokens, "The context window, in tokens.")
+    reserve_output = Read[int](lambda self: self.settings.reserve_output, "Tokens kept for the reply.")
+    preserve_recent = Read[int](lambda self: self.settings.preserve_recent, "Newest messages kept as they are.")
+    trigger = Read[float](lambda self: self.settings.trigger, "Share of the budget that starts compaction.")
+    target = Read[float](lambda self: self.settings.target, "Share of the budget compaction goes down to.")
+    prompt_budget = Read[int](lambda self: self.settings.prompt_budget, "``max_tokens - reserve_output``.")
+    compactions = Read[int](lambda self: self._engine.ledger.compactions, "Compactions that changed something.")
+    evicted_messages = Read[int](lambda self: self._engine.ledger.evicted_messages, "Messages compacted away.")
+    tokens_added = Read[int](lambda self: self._engine.ledger.tokens_added, "Tokens of every message added.")
+    last_compaction = Read[CompactionResult | None](lambda self: self._engine.ledger.last_compaction, "The last compaction's result.")
+    revision = Read[int](lambda self: self._engine.ledger.revision, "Changes whenever a message is added.")
+    fidelity_gate = Read[bool](lambda self: self._engine.fidelity_gate, "Whether compactions pass the gate.")
+    tools = Read[list[dict[str, Any]] | None](lambda self: self.blocks.tools, "The tool definitions sent with the prompt.")
+    turn = Read[int](lambda self: self._engine.store.turn, "Number of user messages added so far.")
+    system_prompt = Read[str | None](lambda self: self.blocks.text("system"), "The system prompt's text, or None.")
 
     @property
     def measure_fidelity(self) -> bool:
@@ -360,14 +360,14 @@ class ContextWindow:
 
     def retrieve(self, retrieval_id: str) -> list[Message] | None:
         """The original messages behind a placeholder's retrieval id, or None."""
+        if not isinstance(retrieval_id, str):
+            raise InvalidTypeError(f"a retrieval id is a str, not {type(retrieval_id).__name__}")
         return self.archive.get(retrieval_id)
 
     def handle_recall_call(self, arguments: str | Mapping[str, Any]) -> str:
-        """Answers the model's call of the :meth:`Recall.tool_schema` tool: ``{"query": "..."}``
-        returns the best archived groups not in the window now, each under its retrieval id, within
-        the recall's ``max_tokens``; ``{"id": "ctx-..."}`` returns the whole group with that id
-        (recall's archive, then the placeholders' archive). Malformed arguments raise
-        :class:`InvalidArgumentError` saying what is wrong; the window does not change."""
+        """Answers the model's call of the :meth:`Recall.tool_schema` tool (``{"query": ...}`` or
+        ``{"id": "ctx-..."}``; see :func:`ctxwindow.recall_link.answer_recall_call`). Malformed
+        arguments raise :class:`InvalidArgumentError` saying what is wrong; nothing changes."""
         return answer_recall_call(arguments, self._engine.recall, self.archive.get, self.tokenizer.count)
 
     # --- checkpoints ------------------------------------------------------------------------------------
@@ -376,6 +376,8 @@ class ContextWindow:
         """A :class:`~ctxwindow.checkpoint.TaskCheckpoint` of the task with this window's state, so
         :meth:`resume` restores ``messages()`` exactly. It is based on the version this window last
         saved or resumed, so periodic ``store.save(window.checkpoint(goal))`` calls succeed."""
+        if self._engine.unit.busy:
+            raise WindowBusyError("this window is in the middle of another operation; the call changed nothing")
         fields.setdefault("version", self.last_checkpoint.version if self.last_checkpoint else 0)
         self.last_checkpoint = TaskCheckpoint(goal=goal, window_state=self._engine.capture().to_dict(), **fields)
         return self.last_checkpoint
