@@ -61,9 +61,12 @@ class PrefixMatch:
 def _message_tokens(message: Mapping[str, Any], encode: Callable[[str], list[int]]) -> list[int]:
     """The tokens of a message as this measure compares them: role, text, then tool calls."""
     content = message.get("content")
-    text = content if isinstance(content, str) else json.dumps(content, sort_keys=True, ensure_ascii=False)
     extra = {k: message[k] for k in ("name", "tool_call_id", "tool_calls") if message.get(k) is not None}
-    tail = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else ""
+    try:
+        text = content if isinstance(content, str) else json.dumps(content, sort_keys=True, ensure_ascii=False)
+        tail = json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else ""
+    except (TypeError, ValueError) as error:
+        raise InvalidTypeError(f"a message of the prompt holds a value that is not JSON: {error}") from None
     return encode(str(message.get("role", ""))) + encode(text or "") + encode(tail)
 
 
