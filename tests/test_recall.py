@@ -6,8 +6,7 @@ import gc
 import gzip
 import json
 import re
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,11 +16,11 @@ from hypothesis import strategies as st
 
 from ctxwindow import ContextOverflowError, ContextWindow, InvalidArgumentError, InvalidTypeError, Recall
 from ctxwindow._native import Bm25Index
-from ctxwindow.checkpoint import FileCheckpointStore, SQLiteCheckpointStore
+from ctxwindow.checkpoint import SQLiteCheckpointStore
 from ctxwindow.messages import check_history
 from ctxwindow.recall import RECALL_HEADER, parse_recall_arguments, render_group
 from tests.conftest import require_shared_data
-from tests.test_checkpoint.stores import DatabaseStore, close, make_store, server_for
+from tests.test_checkpoint.stores import DatabaseStore, open_database  # noqa: F401 (a fixture)
 
 LOCKER = {"role": "user", "content": "My locker code is 4417, please remember the locker code."}
 
@@ -45,25 +44,6 @@ def inventory_exchange(window: ContextWindow) -> None:
         {"id": "c1", "type": "function", "function": {"name": "inventory", "arguments": '{"site": "warehouse"}'}}]})
     window.add({"role": "tool", "tool_call_id": "c1", "content": "warehouse holds 312 crates of lanterns"})
     window.add({"role": "assistant", "content": "312 crates."})
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def open_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], DatabaseStore]]:
-    """Opens stores (each call a new one, as after a restart) on one SQLite file or one
-    PostgreSQL schema: the stores that can hold recall's archive."""
-    server = server_for(request, request.param)
-    dsn = server.new_schema() if server else None
-    opened: list[DatabaseStore] = []
-
-    def open_store() -> DatabaseStore:
-        store = make_store(request.param, tmp_path, 20, dsn=dsn)
-        assert not isinstance(store, FileCheckpointStore)
-        opened.append(store)
-        return store
-
-    yield open_store
-    for store in opened:
-        close(store)
 
 
 def block_of(window: ContextWindow) -> str | None:

@@ -12,7 +12,7 @@ ctxwindow.errors.InvalidTypeError: the embedder returned a list of str, expected
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
 __all__ = ["Embedder", "embed"]
 
 #: An embedder: ``(texts) -> array of shape (len(texts), d)``.
-Embedder = Callable[[Sequence[str]], Any]
+Embedder = Callable[[list[str]], Any]
 
 
 def _describe(value: object) -> str:

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxwindow.cache import layout
-from ctxwindow.errors import InvalidTextError, InvalidTypeError
+from ctxwindow._checks import check_text
+from ctxwindow.errors import InvalidTypeError
 from ctxwindow.instructions import StandingInstructions
 from ctxwindow.messages import Message
 from ctxwindow.strategies import Notes
@@ -37,7 +38,7 @@ from ctxwindow.tokenizer import TokenCounter
 from ctxwindow.tools import count_tools
 
 __all__ = ["BLOCK_KINDS", "BLOCK_ORDER", "TEXT_BLOCKS", "REPLY_PRIMING", "Block", "BlockState", "PromptBlocks",
-           "check_text", "check_message_text"]
+           "check_message_text"]
 
 #: The kinds of block a window sends before the conversation.
 BLOCK_KINDS = ("system", "instructions", "context", "notes", "recall")
@@ -48,18 +49,6 @@ BLOCK_ORDER: tuple[str, ...] = tuple(layout([(kind, kind) for kind in BLOCK_KIND
 TEXT_BLOCKS = ("system", "context")
 #: Tokens the provider adds once per prompt to prime the reply (OpenAI's chat accounting).
 REPLY_PRIMING = 3
-
-
-def check_text(value: object, name: str) -> str:
-    """``value`` as a str that encodes as UTF-8, else a typed error naming the setting (a lone
-    surrogate would make the prompt impossible to send as JSON)."""
-    if not isinstance(value, str):
-        raise InvalidTypeError(f"{name} must be a str, not {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InvalidTextError(f"{name} is not valid Unicode: a lone surrogate at index {error.start}") from None
-    return value
 
 
 def check_message_text(message: Mapping[str, Any], where: str) -> None:

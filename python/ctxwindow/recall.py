@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ctxwindow._embed import embed
 from ctxwindow._native import Bm25Index, Tokenizer
 from ctxwindow.archive import MessageArchive, archive_text, retrieval_id
 from ctxwindow.errors import InvalidArgumentError, InvalidTypeError
@@ -386,10 +387,7 @@ class Recall:
 
     def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         if self.embedder is not None:
-            vectors = np.asarray(self.embedder(texts), dtype=np.float32)
-            if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-                raise InvalidArgumentError(
-                    f"embedder returned shape {vectors.shape}, expected ({len(texts)}, d)")
+            vectors = embed(self.embedder, texts, np.float32)
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             return np.asarray(vectors / np.where(norms > 0, norms, 1.0), dtype=np.float32)
         if self._embedder_tokenizer is None:

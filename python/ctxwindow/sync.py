@@ -41,24 +41,16 @@ Messages may be OpenAI chat dicts or the OpenAI SDK's pydantic objects
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, Union
+from typing import Any, NamedTuple, Protocol
 
-from ctxwindow.blocks import check_text
+from ctxwindow._checks import check_text
 from ctxwindow.errors import InvalidTypeError, MalformedMessageError
+from ctxwindow._types import MessageLike, SupportsModelDump
 from ctxwindow.messages import Message, copy_message, text_of
 
 __all__ = ["as_message", "sync_window", "SupportsModelDump", "MessageLike", "Prepared", "SyncTarget", "SyncState",
            "message_list"]
 
-
-class SupportsModelDump(Protocol):
-    """A pydantic model (the OpenAI SDK's message types)."""
-
-    def model_dump(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
-
-
-#: What ``add``, ``extend`` and ``sync`` take: a chat dict or an OpenAI SDK message object.
-MessageLike = Union[Mapping[str, Any], SupportsModelDump]
 
 _KEEP = ("role", "content", "name", "tool_calls", "tool_call_id")
 _SYSTEM_ROLES = ("system", "developer")

@@ -32,7 +32,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ctxwindow.blocks import PromptBlocks, check_text
+from ctxwindow._checks import check_text
+from ctxwindow.blocks import PromptBlocks
 from ctxwindow.budget import PROFILES as BUDGET_PROFILES
 from ctxwindow.budget import TokenBudget
 from ctxwindow.checkpoint import TaskCheckpoint

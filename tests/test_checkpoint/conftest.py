@@ -3,15 +3,13 @@ one database (as after a restart)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ctxwindow.checkpoint import FileCheckpointStore
-
 from ..pg_server import PostgresServer
-from .stores import KINDS, DatabaseStore, Store, close, make_store, server_for
+from .stores import KINDS, Store, close, make_store, open_database, server_for  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(params=KINDS)
@@ -20,25 +18,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     opened = make_store(request.param, tmp_path, 3, server_for(request, request.param))
     yield opened
     close(opened)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def open_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], DatabaseStore]]:
-    """Opens stores (each call a new one, as after a restart) on one SQLite file or one
-    PostgreSQL schema: the stores with an archive."""
-    server = server_for(request, request.param)
-    dsn = server.new_schema() if server else None
-    opened: list[DatabaseStore] = []
-
-    def open_store() -> DatabaseStore:
-        store = make_store(request.param, tmp_path, 20, dsn=dsn)
-        assert not isinstance(store, FileCheckpointStore)
-        opened.append(store)
-        return store
-
-    yield open_store
-    for store in opened:
-        close(store)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,22 @@ def kill_trials(kind: str, path: str | Path, trials: int, seed: int) -> tuple[in
         if loaded is None or loaded.version < acknowledged[-1] or len(loaded.learnings) != loaded.version:
             bad += 1
     return bad, trials
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], DatabaseStore]]:
+    """Opens stores (each call a new one, as after a restart) on one SQLite file or one
+    PostgreSQL schema: the stores with an archive."""
+    server = server_for(request, request.param)
+    dsn = server.new_schema() if server else None
+    opened: list[DatabaseStore] = []
+
+    def open_store() -> DatabaseStore:
+        store = make_store(request.param, tmp_path, 20, dsn=dsn)
+        assert not isinstance(store, FileCheckpointStore)
+        opened.append(store)
+        return store
+
+    yield open_store
+    for store in opened:
+        close(store)
